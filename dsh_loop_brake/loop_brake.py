@@ -340,6 +340,10 @@ def _utf16_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+# Look the codec up now: its first use would import a module, and a check must not touch files.
+_utf16_order("")
+
+
 def _encode_string(text: str) -> str:
     encoded: str = json.encoder.encode_basestring(text)
     if not encoded.isascii():
