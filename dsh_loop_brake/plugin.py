@@ -138,9 +138,7 @@ class _Installation:
         _set_field(braked, "execute", self._gate(original, braked_execute))
         return braked
 
-    def _gate(
-        self, original: Callable[..., Any], braked: Callable[..., Any]
-    ) -> Callable[..., Any]:
+    def _gate(self, original: Callable[..., Any], braked: Callable[..., Any]) -> Callable[..., Any]:
         """Run ``braked`` unless the execute seam already counted this call or we are disposed."""
         if inspect.iscoroutinefunction(original):
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import pickle
 import sys
@@ -113,7 +114,9 @@ def call(name: str = "search", args: Any = None, agent: str | None = None, with_
     )
 
 
-def run_until_denied(execute: Callable[[Any], Any], make: Callable[[], Any], limit: int = 20) -> int:
+def run_until_denied(
+    execute: Callable[[Any], Any], make: Callable[[], Any], limit: int = 20
+) -> int:
     """Call until the brake denies; return the 1-based index of the denied call."""
     for index in range(1, limit + 1):
         try:
@@ -296,7 +299,9 @@ def test_env_var_error_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_row_beats_env_and_env_fills_a_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSH_LOOP_BRAKE_MAX_REPEATS", "7")
-    assert loop_brake_plugin.apply(ForeignContext(ForeignTools()), {"maxRepeats": 2}).max_repeats == 2
+    assert (
+        loop_brake_plugin.apply(ForeignContext(ForeignTools()), {"maxRepeats": 2}).max_repeats == 2
+    )
     assert loop_brake_plugin.apply(ForeignContext(ForeignTools()), {}).max_repeats == 7
     assert loop_brake_plugin.apply(ForeignContext(ForeignTools()), None).max_repeats == 7
 
@@ -486,7 +491,15 @@ def test_denial_error_carries_no_arguments() -> None:
 
 _AUDITING = threading.local()
 _IO_EVENTS: list[str] = []
-_IO_PREFIXES = ("open", "socket.", "subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn")
+_IO_PREFIXES = (
+    "open",
+    "socket.",
+    "subprocess.",
+    "os.system",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+)
 
 
 def _audit(event: str, _args: tuple[Any, ...]) -> None:
@@ -508,10 +521,8 @@ def test_apply_calls_denials_and_dispose_do_no_io(caplog: pytest.LogCaptureFixtu
         loop_brake_plugin.apply(ctx)
         tools.register(ForeignTool("search", Recorder()))
         for _ in range(5):
-            try:
+            with contextlib.suppress(LoopBrakeError):
                 tools.execute(call())
-            except LoopBrakeError:
-                pass
         tools.execute(call(args={"not json": {1, 2}}))  # fail open
         ctx.dispose()
     finally:
