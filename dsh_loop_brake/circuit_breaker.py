@@ -344,11 +344,8 @@ _WeakEntry = tuple["weakref.ref[Any]", _AgentState]
 
 
 def _weakly_referenceable(obj: object) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
+    # What weakref.ref itself checks, without raising and catching a TypeError on every call.
+    return type(obj).__weakrefoffset__ != 0
 
 
 def _forget(store: dict[int, _WeakEntry], key: int, ref: weakref.ref[Any]) -> None:
@@ -471,9 +468,11 @@ class CircuitBreaker:
     def _identify(self, tool: str | None, arguments: object) -> str | None:
         if tool is None:
             return None
-        if isinstance(arguments, Mapping) and self._ignore:
+        ignore = self._ignore
+        if ignore and isinstance(arguments, Mapping):
             try:
-                arguments = {k: v for k, v in arguments.items() if k not in self._ignore}
+                if not ignore.isdisjoint(arguments):
+                    arguments = {k: v for k, v in arguments.items() if k not in ignore}
             except Exception:  # a hostile mapping: keys that cannot be hashed or compared
                 self._unidentifiable(tool, arguments)
                 return None
@@ -522,7 +521,7 @@ class CircuitBreaker:
         if entry is not None and entry[0]() is agent:
             return entry[1]
         if _weakly_referenceable(agent):
-            return None
+            return None  # not seen yet
         ident = _agent_id(agent)
         return self._named.get(ident) if ident is not None else self._host
 
@@ -533,14 +532,12 @@ class CircuitBreaker:
             entry = self._weak.get(key)
             if entry is not None and entry[0]() is agent:
                 return entry[1]
-            try:
+            if _weakly_referenceable(agent):
                 ref = weakref.ref(agent, functools.partial(_forget, self._weak, key))
-            except TypeError:
-                pass  # not weakly referenceable (a dict, a slotted object): keyed by its id
-            else:
                 state = _AgentState(self.config.window)
                 self._weak[key] = (ref, state)
                 return state
+            # Not weakly referenceable (a dict, a slotted object): keyed by its id.
             ident = _agent_id(agent)
             if ident is not None:
                 named = self._named.get(ident)
