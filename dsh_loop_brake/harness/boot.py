@@ -1,0 +1,181 @@
+"""The harness: compose the layers, load plugins, apply each enabled row in its own fiber."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, final
+
+import pluggy
+
+from dsh_loop_brake.harness import hookspecs
+from dsh_loop_brake.harness.context import Context
+from dsh_loop_brake.harness.errors import BootError
+from dsh_loop_brake.harness.fibers import Fiber
+from dsh_loop_brake.harness.plugins import load_plugin
+from dsh_loop_brake.harness.tools import ToolRegistry
+from dsh_loop_brake.harness.types import Row, ToolExecution, ToolResult
+from dsh_loop_brake.loop_brake import LoopBrakeError
+
+if TYPE_CHECKING:
+    from dsh_loop_brake.harness.patches import Composition
+
+__all__ = ["Harness"]
+
+
+@final
+class Harness:
+    """A booted harness: ``ctx`` (the root context), ``handle(row_id)``, ``execute``, ``dispose``.
+
+    Never half-booted: if any row fails to apply, the rows applied so far are disposed in
+    reverse and the error propagates (a plugin's own exception unchanged).
+    """
+
+    __slots__ = ("_disposed", "_fibers", "_handles", "composition", "ctx", "rows")
+
+    def __init__(self, rows: Sequence[Row], composition: Composition | None = None) -> None:
+        """Create an empty harness; use :meth:`boot` or :meth:`from_rows` to apply rows."""
+        root = Fiber("root")
+        self.ctx = Context(ToolRegistry(root), root)
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self.composition = composition
+        self._fibers: list[Fiber] = []
+        self._handles: dict[str, Any] = {}
+        self._disposed = False
+
+    @classmethod
+    def boot(
+        cls,
+        profile: str = "default",
+        home: str | os.PathLike[str] | None = None,
+        patches: Iterable[str | os.PathLike[str]] = (),
+        *,
+        plugins: Mapping[str, object] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Harness:
+        """Compose the layers (bundles → profile → ``$DSH_HOME`` → ``patches``) and apply them.
+
+        ``plugins`` maps row names to plugin objects used instead of the ``dsh`` entry points
+        (for tests and embedding hosts); ``environ`` stands in for ``os.environ`` (``DSH_HOME``).
+        """
+        from dsh_loop_brake.harness.layers import compose
+
+        composition = compose(profile, home, [Path(p) for p in patches], environ=environ)
+        harness = cls(composition.rows, composition)
+        harness._apply(plugins)
+        return harness
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[Row], *, plugins: Mapping[str, object] | None = None
+    ) -> Harness:
+        """Apply exactly these rows, in order (disabled ones are skipped); used by replay."""
+        harness = cls(tuple(rows))
+        harness._apply(plugins)
+        return harness
+
+    def __repr__(self) -> str:
+        state = "disposed" if self._disposed else f"{len(self._handles)} rows applied"
+        return f"<Harness {state}>"
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.dispose()
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tool registry shared by every row (``ctx.tools``)."""
+        return self.ctx.tools
+
+    @property
+    def disposed(self) -> bool:
+        """Whether :meth:`dispose` has run."""
+        return self._disposed
+
+    def applied(self) -> list[str]:
+        """The ids of the rows that were applied, in order."""
+        return list(self._handles)
+
+    def handle(self, row_id: str) -> Any:
+        """What the row's ``dsh_apply`` returned (for ``loop-brake``: its ``LoopBrake``)."""
+        try:
+            return self._handles[row_id]
+        except KeyError:
+            raise KeyError(
+                f"row {row_id!r} is not applied in this harness (applied: "
+                f"{', '.join(self._handles) or 'none'})"
+            ) from None
+
+    def dispose(self) -> None:
+        """Dispose every row's fiber in reverse order, then the root fiber; idempotent."""
+        if self._disposed:
+            return
+        self._disposed = True
+        fibers, self._fibers = self._fibers, []
+        for fiber in reversed(fibers):
+            fiber.dispose()
+        self.ctx.fiber.dispose()
+        self._handles.clear()
+
+    async def execute(self, execution: ToolExecution) -> ToolResult:
+        """Run one agent call via ``ctx.tools.execute``; a loop-brake denial becomes a result."""
+        try:
+            result: Any = self.ctx.tools.execute(execution)
+            if inspect.isawaitable(result):
+                result = await result
+        except LoopBrakeError as err:
+            message = str(err)
+            return ToolResult(
+                content=message, is_error=True, error={"code": err.code, "message": message}
+            )
+        return result  # type: ignore[no-any-return]
+
+    def _apply(self, plugins: Mapping[str, object] | None) -> None:
+        seen: set[str] = set()
+        for row in self.rows:
+            if row.id in seen:
+                raise BootError(f"row id {row.id!r} appears twice; row ids must be unique")
+            seen.add(row.id)
+        enabled = [row for row in self.rows if not row.disabled]
+        try:
+            manager = self._load_plugins(enabled, plugins or {})
+            for row in enabled:
+                fiber = Fiber(f"row {row.id}")
+                # Kept before applying, so a plugin that fails halfway is undone too.
+                self._fibers.append(fiber)
+                with fiber.activate():
+                    handle = manager.hook.dsh_apply(ctx=Context(self.ctx.tools, fiber), row=row)
+                if handle is None:
+                    raise BootError(
+                        f"row {row.id!r} was not applied: the plugin {row.name!r} returned "
+                        "nothing from dsh_apply for it"
+                    )
+                self._handles[row.id] = handle
+        except BaseException:
+            self.dispose()
+            raise
+
+    @staticmethod
+    def _load_plugins(
+        rows: Sequence[Row], given: Mapping[str, object]
+    ) -> pluggy.PluginManager:
+        manager = pluggy.PluginManager(hookspecs.PROJECT)
+        manager.add_hookspecs(hookspecs)
+        for name in dict.fromkeys(row.name for row in rows):
+            plugin = given[name] if name in given else load_plugin(name)
+            if manager.is_registered(plugin):
+                continue  # one module may provide several row names
+            try:
+                manager.register(plugin, name=name)
+            except (ValueError, pluggy.PluginValidationError) as exc:
+                raise BootError(f"the dsh plugin {name!r} cannot be registered: {exc}") from exc
+            callers = manager.get_hookcallers(plugin) or []
+            if not any(caller.name == "dsh_apply" for caller in callers):
+                raise BootError(
+                    f"the dsh plugin {name!r} implements no dsh_apply hook, so it cannot apply rows"
+                )
+        return manager

@@ -1,0 +1,61 @@
+"""The layer stack of a profile, and composing it: bundles → profile → $DSH_HOME → --patch files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from dsh_loop_brake.harness.manifest import find_manifest
+from dsh_loop_brake.harness.patches import Composition, compose_layers
+from dsh_loop_brake.harness.profiles import (
+    PATCH_FILE,
+    PROFILE_FILE,
+    default_home,
+    profile_dir,
+    read_bundles,
+)
+from dsh_loop_brake.harness.types import Layer
+
+__all__ = ["compose", "profile_layers"]
+
+
+def profile_layers(
+    profile: str = "default",
+    home: str | os.PathLike[str] | None = None,
+    patches: Iterable[str | os.PathLike[str]] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> list[Layer]:
+    """The patch files composed for ``profile``, in order (absent optional files left out).
+
+    Each bundle of the profile's ``bundles:`` list (its manifest's patch), then
+    ``profiles/<profile>/cordis.patch.yml``, then ``$DSH_HOME/cordis.patch.yml``, then each
+    ``patches`` file (these must exist).
+    """
+    base = default_home(environ) if home is None else Path(home).expanduser()
+    directory = profile_dir(base, profile)
+    layers: list[Layer] = []
+    for bundle in read_bundles(directory / PROFILE_FILE):
+        manifest = find_manifest(bundle)
+        if manifest.patch is not None:
+            layers.append(Layer("bundle", manifest.patch, f"bundle {bundle}"))
+    for kind, path, label in (
+        ("profile", directory / PATCH_FILE, f"profile {profile}"),
+        ("home", base / PATCH_FILE, "$DSH_HOME"),
+    ):
+        if path.exists():
+            layers.append(Layer(kind, path, label))  # type: ignore[arg-type]
+    layers.extend(Layer("patch", Path(path), "--patch") for path in patches)
+    return layers
+
+
+def compose(
+    profile: str = "default",
+    home: str | os.PathLike[str] | None = None,
+    patches: Iterable[str | os.PathLike[str]] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Composition:
+    """Compose the profile's layers into rows; skipped patches are returned and logged."""
+    return compose_layers(profile_layers(profile, home, patches, environ=environ))

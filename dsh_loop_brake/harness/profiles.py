@@ -1,0 +1,236 @@
+"""Profiles: where they live, their bundle list, and installing or removing a bundle atomically.
+
+``$DSH_HOME`` (default ``~/.dsh``) holds ``profiles/<name>/profile.yml`` (``bundles:``, the
+ordered bundle list) and an optional ``profiles/<name>/cordis.patch.yml``. A profile that does
+not exist is an empty one. Edits go through ruamel.yaml's round-trip mode, so the user's
+comments, order and quoting survive, and the file is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from dsh_loop_brake.harness.errors import HarnessError, PatchError
+from dsh_loop_brake.harness.safe_yaml import check_events, read_text, round_trip_yaml, to_plain
+
+__all__ = [
+    "PATCH_FILE",
+    "PROFILE_FILE",
+    "ProfileChange",
+    "add_bundle",
+    "atomic_write",
+    "default_home",
+    "profile_dir",
+    "read_bundles",
+    "remove_bundle",
+]
+
+PROFILE_FILE = "profile.yml"
+PATCH_FILE = "cordis.patch.yml"
+HOME_ENV = "DSH_HOME"
+
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+@dataclass(frozen=True)
+class ProfileChange:
+    """The outcome of an install or uninstall: the file and whether it (or the profile) changed."""
+
+    path: Path
+    changed: bool
+    created: bool = False
+
+
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``$DSH_HOME`` when set to a non-blank value, else ``~/.dsh``."""
+    value = (os.environ if environ is None else environ).get(HOME_ENV, "")
+    return Path(value).expanduser() if value.strip() else Path("~/.dsh").expanduser()
+
+
+def profile_dir(
+    home: str | os.PathLike[str] | None,
+    profile: str,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """``<home>/profiles/<profile>``; the name must be a plain file name, not a path."""
+    if not isinstance(profile, str) or not _PROFILE_NAME.match(profile):
+        raise HarnessError(
+            f"invalid profile name {profile!r}: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    base = default_home(environ) if home is None else Path(home).expanduser()
+    return base / "profiles" / profile
+
+
+def read_bundles(path: Path) -> list[str]:
+    """The ordered bundle list of a ``profile.yml``; a missing or empty file has none."""
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
+    check_events(text, path)
+    document = round_trip_yaml().load(text)
+    bundles = _bundle_list(document, path)
+    return [] if bundles is None else [str(name) for name in bundles]
+
+
+def add_bundle(path: Path, bundle: str) -> ProfileChange:
+    """Append ``bundle`` to the profile's bundle list (creating the profile); idempotent."""
+    document, yaml, existed = _load_for_edit(path)
+    if document is None:
+        document = CommentedMap()
+    bundles = _bundle_list(document, path)
+    if bundles is not None and bundle in bundles:
+        return ProfileChange(path, changed=False)
+    if bundles is None:
+        document["bundles"] = CommentedSeq([bundle])
+    else:
+        bundles.append(bundle)
+    _save(path, yaml, document)
+    return ProfileChange(path, changed=True, created=not existed)
+
+
+def remove_bundle(path: Path, bundle: str) -> ProfileChange:
+    """Remove ``bundle`` from the profile's bundle list; nothing happens when it is absent."""
+    document, yaml, existed = _load_for_edit(path)
+    if not existed or document is None:
+        return ProfileChange(path, changed=False)
+    bundles = _bundle_list(document, path)
+    if bundles is None or bundle not in bundles:
+        return ProfileChange(path, changed=False)
+    for index in range(len(bundles) - 1, -1, -1):
+        if bundles[index] == bundle:
+            del bundles[index]
+    _save(path, yaml, document)
+    return ProfileChange(path, changed=True)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once: temp file in the same directory, fsync, rename.
+
+    The file keeps its permission bits (a new file gets the umask's); if anything fails the
+    previous file is untouched and the temp file is removed. A symlink is written through.
+    """
+    target = Path(os.path.realpath(path))
+    directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.chmod(temp, mode)
+            os.fsync(stream.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(directory)
+
+
+def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
+    yaml = round_trip_yaml()
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        yaml.indent(mapping=2, sequence=4, offset=2)
+        return None, yaml, False
+    except OSError as exc:
+        raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
+    check_events(text, path)
+    # Keep the user's indentation style (the text was checked above, so guessing is safe).
+    _, indent, block_seq_indent = load_yaml_guess_indent(text)
+    if indent is not None:
+        offset = block_seq_indent if block_seq_indent is not None else 0
+        yaml.indent(mapping=indent, sequence=indent, offset=offset)
+    else:
+        yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml.load(text), yaml, True
+
+
+def _bundle_list(document: Any, path: Path) -> Any:
+    if document is None:
+        return None
+    if not isinstance(document, dict):
+        raise PatchError(
+            "a profile.yml is a mapping with a `bundles:` list of bundle names", path, 1
+        )
+    if "bundles" not in document or document["bundles"] is None:
+        return None
+    bundles = document["bundles"]
+    line = _key_line(document, "bundles")
+    if not isinstance(bundles, list):
+        raise PatchError("bundles must be a list of bundle names", path, line)
+    seen: set[str] = set()
+    for index, name in enumerate(bundles):
+        item_line = _item_line(bundles, index, line)
+        plain = to_plain(name)
+        if not isinstance(plain, str) or not plain.strip():
+            raise PatchError(
+                f"each entry of bundles must be a bundle name, got {plain!r}", path, item_line
+            )
+        if plain in seen:
+            raise PatchError(
+                f"the bundle {plain!r} is listed twice; list each bundle once", path, item_line
+            )
+        seen.add(plain)
+    return bundles
+
+
+def _save(path: Path, yaml: Any, document: Any) -> None:
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    atomic_write(path, buffer.getvalue().encode("utf-8"))
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not possible everywhere (e.g. Windows), so best effort.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _key_line(mapping: Any, key: str) -> int | None:
+    try:
+        return int(mapping.lc.key(key)[0]) + 1
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return None
+
+
+def _item_line(sequence: Any, index: int, default: int | None) -> int | None:
+    try:
+        return int(sequence.lc.item(index)[0]) + 1
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return default

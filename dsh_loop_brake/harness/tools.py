@@ -1,0 +1,153 @@
+"""The tool registry: register, look up, guard and execute tools; errors become results."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import final
+
+from dsh_loop_brake.harness.fibers import Fiber, current_fiber
+from dsh_loop_brake.harness.types import ToolDefinition, ToolExecution, ToolResult
+from dsh_loop_brake.loop_brake import LoopBrakeError
+
+__all__ = ["Guard", "ToolRegistry"]
+
+Guard = Callable[[ToolExecution], "str | None"]
+"""A synchronous pre-execution check: a reason string denies the call, ``None`` allows it."""
+
+logger = logging.getLogger("dsh_loop_brake.harness")
+
+
+@final
+class ToolRegistry:
+    """One registry shared by every row of a harness.
+
+    ``execute`` runs lookup → guards → body and turns an unknown tool, a denial or a body's
+    exception into a :class:`ToolResult` the model can read. A ``LoopBrakeError`` is the one
+    exception that propagates: the brake is raised, never returned (the agent-facing
+    ``Harness.execute`` converts it).
+    """
+
+    # No __slots__: plugins patch ``register`` and ``execute`` as instance attributes.
+
+    def __init__(self, root: Fiber | None = None) -> None:
+        self._root = root if root is not None else Fiber("registry")
+        self._tools: dict[str, list[ToolDefinition]] = {}
+        self._guards: list[Guard] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<ToolRegistry {len(self._tools)} tools, {len(self._guards)} guards>"
+
+    def names(self) -> list[str]:
+        """The names of the registered tools, in registration order."""
+        with self._lock:
+            return list(self._tools)
+
+    def register(self, definition: ToolDefinition) -> Callable[[], None]:
+        """Register a tool (shadowing an earlier one of that name); return its disposer.
+
+        The registration belongs to the fiber being applied, else to the root fiber, and is
+        undone when that fiber is disposed.
+        """
+        name = getattr(definition, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError("a tool definition needs a non-empty string name")
+        if not callable(getattr(definition, "execute", None)):
+            raise TypeError(f"tool {json.dumps(name)} needs a callable execute")
+        with self._lock:
+            self._tools.setdefault(name, []).append(definition)
+
+        def unregister() -> None:
+            with self._lock:
+                stack = self._tools.get(name)
+                if stack is None:
+                    return
+                for index in range(len(stack) - 1, -1, -1):
+                    if stack[index] is definition:
+                        del stack[index]
+                        break
+                if not stack:
+                    del self._tools[name]
+
+        return (current_fiber() or self._root).adopt(unregister)
+
+    def get(self, name: str) -> ToolDefinition | None:
+        """The definition a call of ``name`` would run now (the latest registration), or None."""
+        with self._lock:
+            stack = self._tools.get(name)
+            return stack[-1] if stack else None
+
+    def guard(self, fn: Guard) -> Callable[[], None]:
+        """Add a pre-execution guard; return its disposer (owned like registrations)."""
+        if not callable(fn):
+            raise TypeError("a guard must be callable")
+        with self._lock:
+            self._guards.append(fn)
+
+        def remove() -> None:
+            with self._lock:
+                for index, existing in enumerate(self._guards):
+                    if existing is fn:
+                        del self._guards[index]
+                        break
+
+        return (current_fiber() or self._root).adopt(remove)
+
+    async def execute(self, execution: ToolExecution) -> ToolResult:
+        """Run one call: lookup → guards (first denial final) → ``body(arguments, execution)``."""
+        name = execution.name
+        definition = self.get(name)
+        if definition is None:
+            message = f"unknown tool {_quote(name)}: no tool of that name is registered"
+            return _error("UNKNOWN_TOOL", message)
+        reason = self._deny_reason(execution)
+        if reason is not None:
+            return _error("DENIED", reason)
+        try:
+            result = definition.execute(execution.arguments, execution)
+            if inspect.isawaitable(result):
+                result = await result
+        except LoopBrakeError:
+            raise
+        except Exception as exc:
+            return _error("TOOL_ERROR", f"tool {_quote(name)} failed: {type(exc).__name__}: {exc}")
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult(content=result)
+
+    def _deny_reason(self, execution: ToolExecution) -> str | None:
+        with self._lock:
+            guards = list(self._guards)
+        for guard in guards:
+            try:
+                reason = guard(execution)
+            except LoopBrakeError:
+                raise
+            except Exception as exc:
+                # A guard that cannot decide must not wave the call through.
+                logger.warning(
+                    "a guard failed on tool %s (%s); the call is denied",
+                    _quote(execution.name),
+                    type(exc).__name__,
+                )
+                name = _quote(execution.name)
+                return f"tool {name} denied: a guard failed ({type(exc).__name__})"
+            if reason is None:
+                continue
+            if isinstance(reason, str) and reason:
+                return reason
+            return f"tool {_quote(execution.name)} denied by a guard"
+        return None
+
+
+def _error(code: str, message: str) -> ToolResult:
+    return ToolResult(content=message, is_error=True, error={"code": code, "message": message})
+
+
+def _quote(name: object) -> str:
+    # JSON string literal, non-ASCII escaped: a hostile tool name cannot inject lines.
+    return json.dumps(str(name))
