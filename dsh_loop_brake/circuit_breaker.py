@@ -196,9 +196,9 @@ def _deny_message(value: object, source: str) -> str:
         if field is None:
             continue
         if field not in _PLACEHOLDERS or spec or conversion:
-            shown = "{" + field + ("!" + conversion if conversion else "") + (
-                ":" + spec if spec else ""
-            ) + "}"
+            shown = (
+                f"{{{field}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            )
             raise CircuitBreakerConfigError(
                 f"circuit breaker: denyMessage may only use the placeholders {{tool}}, {{count}}"
                 f" and {{limit}} (no format specs), got {_show(shown)} in {_show(value)}"
