@@ -13,9 +13,11 @@ from dsh_loop_brake.harness.profiles import (
     add_bundle,
     atomic_write,
     default_home,
+    install,
     profile_dir,
     read_bundles,
     remove_bundle,
+    uninstall,
 )
 from dsh_loop_brake.harness.safe_yaml import load_path
 from dsh_loop_brake.harness.tools import Guard, ToolRegistry
@@ -61,10 +63,12 @@ __all__ = [
     "find_manifest",
     "hookimpl",
     "hookspec",
+    "install",
     "load_path",
     "profile_dir",
     "profile_layers",
     "read_bundles",
     "read_manifest",
     "remove_bundle",
+    "uninstall",
 ]

@@ -160,9 +160,7 @@ class Harness:
             raise
 
     @staticmethod
-    def _load_plugins(
-        rows: Sequence[Row], given: Mapping[str, object]
-    ) -> pluggy.PluginManager:
+    def _load_plugins(rows: Sequence[Row], given: Mapping[str, object]) -> pluggy.PluginManager:
         manager = pluggy.PluginManager(hookspecs.PROJECT)
         manager.add_hookspecs(hookspecs)
         for name in dict.fromkeys(row.name for row in rows):

@@ -26,9 +26,7 @@ class HarnessError(Exception):
 class PatchError(HarnessError):
     """A patch, profile or manifest file is unreadable, unsafe or malformed (file and line)."""
 
-    def __init__(
-        self, message: str, file: str | os.PathLike[str], line: int | None = None
-    ) -> None:
+    def __init__(self, message: str, file: str | os.PathLike[str], line: int | None = None) -> None:
         self.message = message
         self.file = os.fspath(file)
         self.line = line

@@ -199,8 +199,10 @@ def _parse_values(item: Mapping[Any, Any], layer: Layer, line: int | None, *, wh
     path = layer.path
     for key in item:
         if key not in ROW_KEYS:
-            subject = f"row {_show(item.get('id'))}" if what == "row" else (
-                f"the patch for {_show(item.get('id'))}"
+            subject = (
+                f"row {_show(item.get('id'))}"
+                if what == "row"
+                else (f"the patch for {_show(item.get('id'))}")
             )
             raise PatchError(
                 f"unknown key {_show(key)} in {subject}; the keys that exist are "

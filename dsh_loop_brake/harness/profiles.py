@@ -32,9 +32,11 @@ __all__ = [
     "add_bundle",
     "atomic_write",
     "default_home",
+    "install",
     "profile_dir",
     "read_bundles",
     "remove_bundle",
+    "uninstall",
 ]
 
 PROFILE_FILE = "profile.yml"
@@ -86,6 +88,37 @@ def read_bundles(path: Path) -> list[str]:
     document = round_trip_yaml().load(text)
     bundles = _bundle_list(document, path)
     return [] if bundles is None else [str(name) for name in bundles]
+
+
+def install(
+    bundle: str,
+    profile: str = "default",
+    home: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileChange:
+    """Add an installed bundle to a profile's bundle list, after checking its manifest and patch."""
+    # Imported here: profiles are also read while composing, which these modules depend on.
+    from dsh_loop_brake.harness.manifest import find_manifest
+    from dsh_loop_brake.harness.patches import read_patch_file
+    from dsh_loop_brake.harness.types import Layer
+
+    path = profile_dir(home, profile, environ) / PROFILE_FILE
+    manifest = find_manifest(bundle)
+    if manifest.patch is not None:
+        read_patch_file(Layer("bundle", manifest.patch, f"bundle {bundle}"))
+    return add_bundle(path, bundle)
+
+
+def uninstall(
+    bundle: str,
+    profile: str = "default",
+    home: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileChange:
+    """Remove a bundle from a profile's bundle list (it need not be installed any more)."""
+    return remove_bundle(profile_dir(home, profile, environ) / PROFILE_FILE, bundle)
 
 
 def add_bundle(path: Path, bundle: str) -> ProfileChange:

@@ -191,4 +191,3 @@ def _malformed(exc: MarkedYAMLError, path: str | os.PathLike[str]) -> PatchError
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
