@@ -1,0 +1,706 @@
+"""Transcript readers: recorded agent sessions in four formats, streamed call by call.
+
+``open_transcript(path, format)`` returns a :class:`Transcript`; iterating it yields one
+:class:`RecordedCall` per tool call, in the order the agent made them. JSON Lines files
+(``.jsonl``, ``.ndjson``) are read line by line, so memory does not grow with the file; a ``.json``
+file is one JSON document and is parsed whole (a ``.json`` file that turns out to hold JSON Lines
+is then read line by line).
+
+A file that cannot be read at all raises :class:`ReaderError`; a single bad line or entry is
+reported through ``on_problem`` and skipped, so one truncated line never costs the whole file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, Final, NamedTuple, final
+
+from dsh_loop_brake.replay.errors import ReaderError
+
+__all__ = [
+    "FORMATS",
+    "MAX_LINE_BYTES",
+    "TRANSCRIPT_SUFFIXES",
+    "RecordedCall",
+    "Transcript",
+    "open_transcript",
+]
+
+FORMATS: Final = ("auto", "jsonl", "openai", "anthropic", "claude-code")
+"""The values of ``--format``; ``auto`` decides per file."""
+
+TRANSCRIPT_SUFFIXES: Final = (".json", ".jsonl", ".ndjson")
+"""The file name endings a directory search picks up (case-insensitive)."""
+
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+"""A JSON Lines line longer than this is reported and skipped without being held in memory."""
+
+ProblemSink = Callable[[str], None]
+
+_LINE_SUFFIXES: Final = (".jsonl", ".ndjson")
+# Lines examined to tell a JSON Lines file's format, and bad lines reported per file in full.
+_DETECT_LINES: Final = 64
+_PROBLEMS_SHOWN: Final = 5
+_SESSION_ID_KEYS: Final = ("id", "session_id", "task_id")
+# Item types of the OpenAI Responses API that appear in a message list.
+_RESPONSES_ITEMS: Final = frozenset(
+    {"function_call", "function_call_output", "message", "reasoning"}
+)
+_CALL_HINT_KEYS: Final = ("args", "arguments", "session", "agent", "call_id")
+
+
+class RecordedCall(NamedTuple):
+    """One recorded tool call: its session (an index into ``Transcript.sessions``), tool, args."""
+
+    session: int
+    tool: str
+    arguments: Any
+
+
+@final
+class Transcript:
+    """A transcript file opened for reading; iterate it once for its calls, in recorded order.
+
+    ``sessions`` lists the session names in the order they first appear (a name can repeat:
+    two runs of one task are two sessions); it is complete once the iteration has finished and
+    includes sessions in which the agent made no tool call.
+    """
+
+    __slots__ = ("_calls", "format", "path", "sessions")
+
+    def __init__(
+        self, path: str, format: str, sessions: list[str], calls: Iterator[RecordedCall]
+    ) -> None:
+        self.path = path
+        self.format = format
+        self.sessions = sessions
+        self._calls = calls
+
+    def __repr__(self) -> str:
+        return f"<Transcript {self.path!r} format={self.format!r}>"
+
+    def __iter__(self) -> Iterator[RecordedCall]:
+        return self._calls
+
+    def close(self) -> None:
+        """Stop reading and release the file (also done when the iteration ends)."""
+        close = getattr(self._calls, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_transcript(
+    path: str | Path, format: str = "auto", *, on_problem: ProblemSink | None = None
+) -> Transcript:
+    """Open one transcript file; ``ReaderError`` when it cannot be read or is no transcript.
+
+    ``format`` is one of :data:`FORMATS`. ``on_problem`` receives one line per skipped line or
+    entry (``"<path>:<line>: <reason>"``); by default such problems are ignored.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown transcript format {format!r}; use one of {', '.join(FORMATS)}")
+    shown = str(path)
+    problems = _Problems(shown, on_problem)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - closed when the calls are exhausted
+    except OSError as error:
+        raise ReaderError(shown, _os_reason(error)) from None
+    try:
+        return _open(file, Path(path), shown, format, problems)
+    except BaseException:
+        file.close()
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# Opening: one JSON document, or JSON Lines
+
+
+def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: _Problems) -> Transcript:
+    if path.suffix.lower() not in _LINE_SUFFIXES:
+        try:
+            data = file.read()
+        except OSError as error:
+            raise ReaderError(shown, _os_reason(error)) from None
+        document = _parse_document(data, shown)
+        if document is not _JSON_LINES:
+            file.close()
+            return _from_document(document, path, shown, format, problems)
+        del data
+        file.seek(0)
+    return _from_lines(file, path, shown, format, problems)
+
+
+class _JsonLines:
+    """Marker: the document parser found JSON Lines, not one document."""
+
+
+_JSON_LINES: Final = _JsonLines()
+_EMPTY: Final[list[Any]] = []
+
+
+def _parse_document(data: bytes, shown: str) -> Any:
+    if not data.strip():
+        return _EMPTY
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as error:
+        if error.msg == "Extra data":
+            return _JSON_LINES  # several JSON values, one per line: read it as JSON Lines
+        raise ReaderError(
+            shown, f"not JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        ) from None
+    except UnicodeDecodeError:
+        raise ReaderError(shown, "not JSON: the file is not UTF-8 text") from None
+    except ValueError as error:
+        raise ReaderError(shown, f"not JSON ({error})") from None
+    except RecursionError:
+        raise ReaderError(shown, "not a transcript: JSON nested too deeply") from None
+
+
+def _from_document(
+    document: Any, path: Path, shown: str, format: str, problems: _Problems
+) -> Transcript:
+    """A transcript from one parsed JSON document (a list, or one object)."""
+    items: list[Any] = document if isinstance(document, list) else [document]
+    if not isinstance(document, (list, dict)):
+        raise ReaderError(shown, f"not a transcript: the file holds a JSON {_json_type(document)}")
+    kind = _kind_of(items)
+    if format == "auto":
+        if kind is None:
+            if not items:
+                return Transcript(shown, "jsonl", [], iter(()))
+            raise ReaderError(
+                shown, f"not a recognised transcript ({_describe(document)}); {_HINT}"
+            )
+        flavour = None
+        if kind in ("messages", "sessions"):
+            flavour = next(filter(None, (_flavour_of(kind, item) for item in items)), None)
+        format = _format_for(kind, flavour)
+    elif (
+        format in ("openai", "anthropic")
+        and isinstance(document, dict)
+        and kind not in ("sessions", "messages")
+    ):
+        raise ReaderError(
+            shown,
+            f"not a {format} transcript: expected a list of messages, an object with "
+            f"messages or a list of sessions, got {_describe(document)}",
+        )
+    sessions = _Sessions()
+    records = ((f"item #{number}", item) for number, item in enumerate(items, 1))
+    calls: Iterator[RecordedCall]
+    if format == "jsonl":
+        calls = _calls_from_records(records, path.name, sessions, problems)
+    elif format == "claude-code":
+        calls = _claude_calls(records, path.name, sessions, problems)
+    elif isinstance(document, dict) or kind != "sessions":
+        messages = _session_messages(document) if isinstance(document, dict) else document
+        if messages is None:
+            messages = items  # a single message object
+        calls = _chat_session(messages, sessions.add(path.name), format, problems, "")
+    else:
+        calls = _chat_sessions(items, sessions, format, problems)
+    return Transcript(shown, format, sessions.names, _finish(calls, None, shown, problems))
+
+
+def _from_lines(
+    file: IO[bytes], path: Path, shown: str, format: str, problems: _Problems
+) -> Transcript:
+    """A transcript read line by line; the first lines decide the format when asked to."""
+    lines = _lines(file)
+    peeked: list[tuple[int, Any]] = []
+    deferred: list[tuple[int, str]] = []  # bad lines seen while peeking; reported if we go on
+    kind: str | None = None
+    nonblank = 0
+    flavour: str | None = None
+    for number, value, reason in _json_values(lines):
+        nonblank += 1
+        if reason is not None:
+            deferred.append((number, reason))
+        else:
+            peeked.append((number, value))
+            if format != "auto":
+                break  # the format is given: the first JSON line shows the file is JSON Lines
+            kind = kind or _kind(value)
+            if kind in ("messages", "sessions"):
+                flavour = flavour or _flavour_of(kind, value)
+            if kind is not None and (kind not in ("messages", "sessions") or flavour):
+                break
+        if nonblank >= _DETECT_LINES:
+            break
+    if nonblank and not peeked:
+        number, reason = deferred[0]
+        raise ReaderError(
+            shown, f"not JSON Lines: line {number} is {reason}, and so is every line read"
+        )
+    if format == "auto":
+        if kind is None:
+            if not peeked:
+                file.close()
+                return Transcript(shown, "jsonl", [], iter(()))
+            raise ReaderError(
+                shown,
+                f"not a recognised transcript (its first lines are "
+                f"{_describe(peeked[0][1])}); {_HINT}",
+            )
+        format = _format_for(kind, flavour)
+    for number, reason in deferred:
+        problems.at(number, reason)
+    records = _chain_records(peeked, lines, problems)
+    sessions = _Sessions()
+    calls: Iterator[RecordedCall]
+    if format == "jsonl":
+        calls = _calls_from_records(records, path.name, sessions, problems)
+    elif format == "claude-code":
+        calls = _claude_calls(records, path.name, sessions, problems)
+    else:
+        calls = _chat_lines(records, path.name, sessions, format, problems)
+    return Transcript(shown, format, sessions.names, _finish(calls, file, shown, problems))
+
+
+def _lines(file: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) pairs; ``None`` for a line over MAX_LINE_BYTES (skipped, not held)."""
+    readline = file.readline
+    number = 0
+    while True:
+        line = readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            del line
+            while True:
+                rest = readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield number, None
+            continue
+        yield number, line
+
+
+def _json_values(
+    lines: Iterable[tuple[int, bytes | None]],
+) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, value, None) per JSON line, (line number, None, reason) per bad one."""
+    loads = json.loads
+    for number, line in lines:
+        if line is None:
+            yield number, None, f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+            continue
+        try:
+            yield number, loads(line), None
+        except ValueError as error:
+            if not line.strip():
+                continue
+            yield number, None, _json_error(error)
+        except RecursionError:
+            yield number, None, "JSON nested too deeply"
+
+
+def _chain_records(
+    peeked: list[tuple[int, Any]], lines: Iterator[tuple[int, bytes | None]], problems: _Problems
+) -> Iterator[tuple[int, Any]]:
+    yield from peeked
+    peeked.clear()
+    for number, value, reason in _json_values(lines):
+        if reason is None:
+            yield number, value
+        else:
+            problems.at(number, reason)
+
+
+def _finish(
+    calls: Iterator[RecordedCall], file: IO[bytes] | None, shown: str, problems: _Problems
+) -> Iterator[RecordedCall]:
+    """Close the file and summarise the problems when the calls run out (or reading fails)."""
+    try:
+        yield from calls
+    except OSError as error:
+        raise ReaderError(shown, _os_reason(error)) from None
+    finally:
+        if file is not None:
+            file.close()
+        problems.finish()
+
+
+# --------------------------------------------------------------------------------------------
+# Telling the formats apart
+
+
+_HINT: Final = "pass --format to say which format it is"
+
+
+def _kind(value: Any) -> str | None:
+    """What one JSON value looks like: calls, claude-code, sessions, messages, or None."""
+    if type(value) is not dict:
+        return None
+    if isinstance(value.get("tool"), str):
+        return "calls"
+    if "sessionId" in value or "parentUuid" in value:
+        return "claude-code"
+    if "type" in value and ("uuid" in value or "leafUuid" in value or "messageId" in value):
+        return "claude-code"
+    if isinstance(value.get("messages"), list) or isinstance(value.get("traj"), list):
+        return "sessions"
+    if isinstance(value.get("role"), str) or value.get("type") in _RESPONSES_ITEMS:
+        return "messages"
+    if isinstance(value.get("name"), str) and any(key in value for key in _CALL_HINT_KEYS):
+        return "calls"
+    return None
+
+
+def _kind_of(items: list[Any]) -> str | None:
+    for item in items:
+        kind = _kind(item)
+        if kind is not None:
+            return kind
+    return None
+
+
+def _format_for(kind: str, flavour: str | None) -> str:
+    """The format name for a detected kind (chat logs default to ``openai``)."""
+    if kind == "calls":
+        return "jsonl"
+    if kind == "claude-code":
+        return "claude-code"
+    return flavour or "openai"
+
+
+def _flavour_of(kind: str, value: Any) -> str | None:
+    """For a message (or a session's messages): ``openai``/``anthropic`` if it shows which."""
+    messages = _session_messages(value) if kind == "sessions" else [value]
+    for message in messages or ():
+        flavour = _chat_flavour(message)
+        if flavour is not None:
+            return flavour
+    return None
+
+
+def _chat_flavour(message: Any) -> str | None:
+    """``openai`` or ``anthropic`` when a message shows which API wrote it, else None."""
+    if type(message) is not dict:
+        return None
+    if (
+        "tool_calls" in message
+        or "function_call" in message
+        or message.get("role") == "tool"
+        or message.get("type") in _RESPONSES_ITEMS
+    ):
+        return "openai"
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict and block.get("type") in ("tool_use", "tool_result"):
+                return "anthropic"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The formats
+
+
+@final
+class _Sessions:
+    """Session names in first-seen order, and the index of each session key."""
+
+    __slots__ = ("_index", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._index: dict[object, int] = {}
+
+    def add(self, name: str) -> int:
+        self.names.append(name)
+        return len(self.names) - 1
+
+    def keyed(self, key: object, name: str) -> int:
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = self.add(name)
+        return index
+
+
+def _calls_from_records(
+    records: Iterable[tuple[int | str, Any]],
+    file_name: str,
+    sessions: _Sessions,
+    problems: _Problems,
+) -> Iterator[RecordedCall]:
+    """``jsonl``: one call per record, ``{"tool"|"name", "args"|"arguments", "session"?, ...}``."""
+    default: int | None = None
+    for where, record in records:
+        if type(record) is not dict:
+            problems.at(where, f"not a call (a JSON {_json_type(record)}, not an object)")
+            continue
+        tool = record.get("tool")
+        if tool is None:
+            tool = record.get("name")
+        if type(tool) is not str or not tool:
+            problems.at(where, 'not a call (no "tool" or "name" string)')
+            continue
+        arguments = record["args"] if "args" in record else record.get("arguments", {})
+        label = record.get("session")
+        if label is None:
+            label = record.get("agent")
+            if type(label) is dict:
+                label = label.get("id")
+        if label is None:
+            if default is None:
+                default = sessions.keyed(None, file_name)
+            index = default
+        elif type(label) is str or type(label) is int:
+            name = str(label)
+            index = sessions.keyed(name, name)
+        else:
+            problems.at(
+                where, f"not a call (its session is a JSON {_json_type(label)}, not a string)"
+            )
+            continue
+        yield RecordedCall(index, tool, arguments)
+
+
+def _claude_calls(
+    records: Iterable[tuple[int | str, Any]],
+    file_name: str,
+    sessions: _Sessions,
+    problems: _Problems,
+) -> Iterator[RecordedCall]:
+    """``claude-code``: ``tool_use`` blocks of assistant entries, one call per ``tool_use`` id."""
+    seen: list[set[str]] = []  # tool_use ids already counted, per session
+    for where, entry in records:
+        if type(entry) is not dict:
+            problems.at(where, f"not a Claude Code entry (a JSON {_json_type(entry)})")
+            continue
+        entry_type = entry.get("type")
+        if entry_type != "assistant" and entry_type != "user":
+            continue
+        session_id = entry.get("sessionId")
+        name = session_id if type(session_id) is str and session_id else file_name
+        agent_id = entry.get("agentId")
+        if entry.get("isSidechain") is True and type(agent_id) is str and agent_id:
+            index = sessions.keyed((name, agent_id), f"{name}/{agent_id}")
+        else:
+            index = sessions.keyed((name, None), name)
+        if index == len(seen):
+            seen.append(set())
+        if entry_type != "assistant":
+            continue
+        message = entry.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not list:
+            continue
+        ids = seen[index]
+        for block in content:
+            if type(block) is not dict or block.get("type") != "tool_use":
+                continue
+            tool = block.get("name")
+            if type(tool) is not str or not tool:
+                problems.at(where, "a tool_use block without a name")
+                continue
+            block_id = block.get("id")
+            if type(block_id) is str:
+                if block_id in ids:
+                    continue  # the same entry logged again: one call
+                ids.add(block_id)
+            yield RecordedCall(index, tool, block.get("input", {}))
+
+
+def _chat_lines(
+    records: Iterable[tuple[int | str, Any]],
+    file_name: str,
+    sessions: _Sessions,
+    format: str,
+    problems: _Problems,
+) -> Iterator[RecordedCall]:
+    """``openai``/``anthropic`` JSON Lines: one message per line (or one session per line)."""
+    file_session: int | None = None
+    number = 0
+    for where, value in records:
+        messages = _session_messages(value)
+        if messages is not None:
+            number += 1
+            index = sessions.add(_session_name(value, number))
+            yield from _chat_session(messages, index, format, problems, f"line {where}: ")
+            continue
+        if file_session is None:
+            file_session = sessions.add(file_name)
+        yield from _message_calls(value, file_session, format, problems, where)
+
+
+def _chat_sessions(
+    items: list[Any], sessions: _Sessions, format: str, problems: _Problems
+) -> Iterator[RecordedCall]:
+    """A list of sessions, each an object with ``messages`` or ``traj`` (tau-bench style)."""
+    for number, item in enumerate(items, 1):
+        messages = _session_messages(item)
+        if messages is None:
+            problems.at(f"session #{number}", "skipped: not an object with a messages or traj list")
+            continue
+        index = sessions.add(_session_name(item, number))
+        yield from _chat_session(messages, index, format, problems, f"session #{number}, ")
+
+
+def _chat_session(
+    messages: list[Any], index: int, format: str, problems: _Problems, prefix: str
+) -> Iterator[RecordedCall]:
+    for number, message in enumerate(messages, 1):
+        yield from _message_calls(message, index, format, problems, f"{prefix}message #{number}")
+
+
+def _message_calls(
+    message: Any, index: int, format: str, problems: _Problems, where: int | str
+) -> Iterator[RecordedCall]:
+    """The tool calls one chat message asks for, in order."""
+    if type(message) is not dict:
+        problems.at(where, f"not a message (a JSON {_json_type(message)})")
+        return
+    if format != "anthropic":
+        tool_calls = message.get("tool_calls")
+        if type(tool_calls) is list:
+            for tool_call in tool_calls:
+                function = tool_call.get("function") if type(tool_call) is dict else None
+                call = _openai_function(function)
+                if call is None:
+                    problems.at(where, "a tool call without a function name")
+                    continue
+                yield RecordedCall(index, call[0], call[1])
+        legacy = message.get("function_call")
+        if legacy is not None:
+            call = _openai_function(legacy)
+            if call is None:
+                problems.at(where, "a function_call without a name")
+            else:
+                yield RecordedCall(index, call[0], call[1])
+        if message.get("type") == "function_call":
+            call = _openai_function(message)
+            if call is not None:
+                yield RecordedCall(index, call[0], call[1])
+    if format != "openai":
+        content = message.get("content")
+        if type(content) is list:
+            for block in content:
+                if type(block) is not dict or block.get("type") != "tool_use":
+                    continue
+                tool = block.get("name")
+                if type(tool) is not str or not tool:
+                    problems.at(where, "a tool_use block without a name")
+                    continue
+                yield RecordedCall(index, tool, block.get("input", {}))
+
+
+def _openai_function(function: Any) -> tuple[str, Any] | None:
+    """(name, arguments) of ``{"name", "arguments"}``; arguments decoded when they are JSON."""
+    if type(function) is not dict:
+        return None
+    name = function.get("name")
+    if type(name) is not str or not name:
+        return None
+    arguments = function.get("arguments")
+    if arguments is None:
+        return name, {}
+    if type(arguments) is str:
+        try:
+            return name, json.loads(arguments)
+        except (ValueError, RecursionError):
+            return name, arguments  # not JSON: the raw text is still the call's identity
+    return name, arguments
+
+
+def _session_messages(value: Any) -> list[Any] | None:
+    if type(value) is not dict:
+        return None
+    messages = value.get("messages")
+    if type(messages) is list:
+        return messages
+    traj = value.get("traj")
+    return traj if type(traj) is list else None
+
+
+def _session_name(value: dict[str, Any], number: int) -> str:
+    for key in _SESSION_ID_KEYS:
+        label = value.get(key)
+        if (type(label) is str and label) or type(label) is int:
+            return str(label)
+    return f"#{number}"
+
+
+# --------------------------------------------------------------------------------------------
+# Problems and descriptions
+
+
+@final
+class _Problems:
+    """Reports skipped lines and entries: the first few in full, then a count."""
+
+    __slots__ = ("hidden", "path", "shown", "sink")
+
+    def __init__(self, path: str, sink: ProblemSink | None) -> None:
+        self.path = path
+        self.sink = sink
+        self.shown = 0
+        self.hidden = 0
+
+    def at(self, where: int | str, reason: str) -> None:
+        if self.sink is None:
+            return
+        if self.shown >= _PROBLEMS_SHOWN:
+            self.hidden += 1
+            return
+        self.shown += 1
+        separator = ":" if isinstance(where, int) else ": "
+        self.sink(f"{self.path}{separator}{where}: {reason}; skipped")
+
+    def finish(self) -> None:
+        if self.sink is not None and self.hidden:
+            plural = "s" if self.hidden != 1 else ""
+            self.sink(f"{self.path}: {self.hidden} more problem{plural} like these; skipped")
+            self.hidden = 0
+
+
+def _json_error(error: ValueError) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f"not JSON ({error.msg} at column {error.colno})"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return "not JSON"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _describe(value: Any) -> str:
+    """A short description of a JSON value's shape, never its contents beyond a few key names."""
+    if isinstance(value, dict):
+        keys = [json.dumps(str(key)[:40]) for key in list(value)[:6]]
+        more = ", ..." if len(value) > 6 else ""
+        return f"an object with keys {', '.join(keys)}{more}" if keys else "an empty object"
+    if isinstance(value, list):
+        if not value:
+            return "an empty array"
+        return f"an array of {_json_type(value[0])}s"
+    return f"a JSON {_json_type(value)}"
+
+
+def _os_reason(error: OSError) -> str:
+    reason = error.strerror or type(error).__name__
+    return f"cannot read the file ({reason[0].lower()}{reason[1:]})"

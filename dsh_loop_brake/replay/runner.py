@@ -1,0 +1,254 @@
+"""The replay runner: recorded calls, in order, through a real harness with the brake applied.
+
+One :class:`Replayer` holds one harness per ``maxRepeats`` setting it replays at (the report's
+own, plus each value of a sweep); every recorded call is read once and fed to each of them, so
+every sweep row is what an actual replay at that value reports. Each replayed session gets its
+own :class:`~dsh_loop_brake.harness.Agent` with a unique id, so two sessions never share a
+streak. Stub tools stand in for the recorded ones: they are registered on first sight of a tool
+name and do nothing, because the question is only whether the brake lets the call reach them.
+
+A call is denied when the harness returns an error result with code ``LOOP_BRAKE``; the denial's
+streak count and hash prefix are read from the live brake right after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, final
+
+from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
+from dsh_loop_brake.loop_brake import LoopBrake
+from dsh_loop_brake.plugin import ROW_ID
+from dsh_loop_brake.replay.readers import Transcript
+from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, SweepRow, Totals
+
+__all__ = ["PROGRESS_EVERY", "Replayer"]
+
+PROGRESS_EVERY: Final = 16384
+"""How many calls pass between two progress callbacks."""
+
+_STUB_RESULT: Final = ToolResult(content="(replayed call: the recorded tool is not run again)")
+_DENIED: Final = "LOOP_BRAKE"
+
+
+def _stub(arguments: object, execution: object) -> ToolResult:
+    """The body every replayed tool gets: the brake decides before it would run."""
+    return _STUB_RESULT
+
+
+@final
+class _Tally:
+    """One session as one lane saw it (plain counters; the distinct calls by hash prefix)."""
+
+    __slots__ = ("agent", "calls", "denied", "distinct", "first_denial", "longest")
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.calls = 0
+        self.denied = 0
+        self.longest = 0
+        self.distinct: set[str] = set()
+        self.first_denial: FirstDenial | None = None
+
+
+@final
+class _Lane:
+    """One harness with the loop-brake row at one setting, and the sessions it replayed."""
+
+    __slots__ = (
+        "_agents",
+        "_execute",
+        "_register",
+        "_registered",
+        "_streak",
+        "brake",
+        "harness",
+        "max_repeats",
+        "sessions",
+        "tallies",
+    )
+
+    def __init__(self, row: Row, plugins: Mapping[str, object] | None) -> None:
+        self.harness = Harness.from_rows([row], plugins=plugins)
+        try:
+            brake = self.harness.handle(row.id)
+            if not isinstance(brake, LoopBrake):
+                raise TypeError(
+                    f"the plugin {row.name!r} returned {type(brake).__name__} for row "
+                    f"{row.id!r}, not a LoopBrake; replay needs the dsh-loop-brake plugin"
+                )
+        except BaseException:
+            self.harness.dispose()
+            raise
+        self.brake = brake
+        self.max_repeats = brake.max_repeats
+        self._execute = self.harness.execute
+        self._streak = brake.streak
+        self._register = self.harness.tools.register
+        self._registered: set[str] = set()
+        self._agents = 0
+        self.tallies: list[_Tally] = []  # the current transcript's sessions
+        self.sessions: list[SessionReport] = []  # every finished session, in reading order
+
+    async def feed(self, session: int, tool: str, arguments: Any, call_id: str) -> None:
+        """Run one recorded call through the harness and count what happened to it."""
+        tallies = self.tallies
+        if session >= len(tallies):
+            self._open(session)
+        tally = tallies[session]
+        if tool not in self._registered:
+            self._registered.add(tool)
+            self._register(ToolDefinition(tool, _stub))
+        tally.calls += 1
+        result = await self._execute(ToolExecution(call_id, tool, arguments, tally.agent))
+        current = self._streak(tally.agent.id)
+        if current is None:
+            return  # arguments the brake could not identify: allowed, not counted
+        prefix, count = current
+        tally.distinct.add(prefix)
+        if count > tally.longest:
+            tally.longest = count
+        error = result.error
+        if result.is_error and error is not None and error.get("code") == _DENIED:
+            tally.denied += 1
+            if tally.first_denial is None:
+                tally.first_denial = FirstDenial(tally.calls, tool, count, prefix)
+
+    def _open(self, session: int) -> None:
+        while len(self.tallies) <= session:
+            self._agents += 1
+            self.tallies.append(_Tally(Agent(f"replay-{self._agents}")))
+
+    def finish(self, source: str, names: Sequence[str]) -> None:
+        """Turn the transcript's tallies into session reports and forget its streaks."""
+        if len(names) > len(self.tallies):
+            self._open(len(names) - 1)
+        for name, tally in zip(names, self.tallies, strict=True):
+            self.sessions.append(
+                SessionReport(
+                    source=source,
+                    session=name,
+                    calls=tally.calls,
+                    distinct_calls=len(tally.distinct),
+                    longest_streak=tally.longest,
+                    denied=tally.denied,
+                    first_denial=tally.first_denial,
+                )
+            )
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Drop the current transcript's sessions (read failed half way) and their streaks."""
+        for tally in self.tallies:
+            self.brake.reset(tally.agent.id)
+        self.tallies = []
+
+
+@final
+class Replayer:
+    """Replays transcripts through the loop-brake ``row`` and, for a sweep, other settings.
+
+    ``row`` is the loop-brake row to apply (id ``loop-brake``, name ``dsh-loop-brake``, its
+    config); ``sweep`` lists further ``maxRepeats`` values to replay at. Use as a context
+    manager, or call :meth:`dispose`, to take the harnesses down.
+    """
+
+    __slots__ = ("_calls", "_lanes", "_main", "_sweep", "on_progress")
+
+    def __init__(
+        self,
+        row: Row,
+        sweep: Iterable[int] = (),
+        *,
+        plugins: Mapping[str, object] | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self._lanes: list[_Lane] = []
+        self._calls = 0
+        self.on_progress = on_progress
+        try:
+            self._main = _Lane(row, plugins)
+            self._lanes.append(self._main)
+            by_value = {self._main.max_repeats: self._main}
+            self._sweep: list[_Lane] = []
+            for value in sweep:
+                lane = by_value.get(value)
+                if lane is None:
+                    config = {"maxRepeats": value}
+                    swept = Row(id=row.id or ROW_ID, name=row.name, config=config)
+                    lane = by_value[value] = _Lane(swept, plugins)
+                    self._lanes.append(lane)
+                self._sweep.append(lane)
+        except BaseException:
+            self.dispose()
+            raise
+
+    @property
+    def max_repeats(self) -> int:
+        """The setting the report is made at (the row's, resolved like the plugin does)."""
+        return self._main.max_repeats
+
+    @property
+    def calls(self) -> int:
+        """How many recorded calls have been replayed so far."""
+        return self._calls
+
+    async def replay(self, transcript: Transcript) -> None:
+        """Feed every call of ``transcript``, in order; its sessions join the report.
+
+        A ``ReaderError`` raised half way through propagates and the transcript's sessions are
+        left out of the report (a half-read file would report streaks that are not there).
+        """
+        lanes = self._lanes
+        calls = self._calls
+        progress = self.on_progress
+        next_progress = calls + PROGRESS_EVERY
+        try:
+            if len(lanes) == 1:
+                feed = lanes[0].feed
+                for session, tool, arguments in transcript:
+                    calls += 1
+                    await feed(session, tool, arguments, str(calls))
+                    if calls >= next_progress and progress is not None:
+                        next_progress = calls + PROGRESS_EVERY
+                        progress(calls)
+            else:
+                for session, tool, arguments in transcript:
+                    calls += 1
+                    call_id = str(calls)
+                    for lane in lanes:
+                        await lane.feed(session, tool, arguments, call_id)
+                    if calls >= next_progress and progress is not None:
+                        next_progress = calls + PROGRESS_EVERY
+                        progress(calls)
+        except BaseException:
+            for lane in lanes:
+                lane.abandon()
+            raise
+        finally:
+            self._calls = calls
+        for lane in lanes:
+            lane.finish(transcript.path, transcript.sessions)
+
+    def report(self) -> Report:
+        """The report so far: every finished session, and the sweep rows if a sweep was asked."""
+        sweep = None
+        if self._sweep:
+            sweep = []
+            for lane in self._sweep:
+                totals = Totals.of(lane.sessions)
+                sweep.append(
+                    SweepRow(lane.max_repeats, totals.denied, totals.sessions_with_denials)
+                )
+        return Report(self._main.max_repeats, tuple(self._main.sessions), sweep)
+
+    def dispose(self) -> None:
+        """Dispose every harness (idempotent)."""
+        for lane in self._lanes:
+            lane.harness.dispose()
+
+    def __enter__(self) -> Replayer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.dispose()
