@@ -28,6 +28,7 @@ from dsh_loop_brake.loop_brake import (
     LoopBrakeConfigError,
     resolve_max_repeats,
 )
+from dsh_loop_brake.replay import command as replay_command
 
 __all__ = ["COMMANDS", "Command", "add_profile_options", "main"]
 
@@ -264,7 +265,13 @@ COMMANDS: list[Command] = [
         _configure_config,
         _run_config,
     ),
-    # More subcommands (e.g. `replay`) are added here: one Command(name, help, configure, run).
+    Command(
+        "replay",
+        "replay recorded agent transcripts through the brake and report what it would deny",
+        replay_command.add_arguments,
+        replay_command.run,
+    ),
+    # More subcommands are added here: one Command(name, help, configure, run).
 ]
 
 
