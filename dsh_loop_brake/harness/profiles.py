@@ -192,12 +192,31 @@ def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
     check_events(text, path)
     # Keep the user's indentation style (the text was checked above, so guessing is safe).
     _, indent, block_seq_indent = load_yaml_guess_indent(text)
+    mapping = _guess_mapping_indent(text) or 2
     if indent is not None:
         offset = block_seq_indent if block_seq_indent is not None else 0
-        yaml.indent(mapping=indent, sequence=indent, offset=offset)
+        yaml.indent(mapping=mapping, sequence=indent, offset=offset)
     else:
-        yaml.indent(mapping=2, sequence=4, offset=2)
+        yaml.indent(mapping=mapping, sequence=mapping + 2, offset=mapping)
     return yaml.load(text), yaml, True
+
+
+_BLOCK_KEY = re.compile(r"( *)[^\s#\-][^#]*:\s*(#.*)?\Z")
+
+
+def _guess_mapping_indent(text: str) -> int | None:
+    """How far the file indents a nested mapping (ruamel guesses only sequences)."""
+    previous: re.Match[str] | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        parent = -1 if previous is None else len(previous.group(1))
+        if previous is not None and indent > parent and not stripped.startswith("-"):
+            return indent - parent
+        previous = _BLOCK_KEY.match(line)
+    return None
 
 
 def _bundle_list(document: Any, path: Path) -> Any:
