@@ -29,7 +29,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, NamedTuple, final
 
 from dsh_loop_brake.harness.hookspecs import hookimpl
 from dsh_loop_brake.loop_brake import LoopBrakeConfigError, call_hash
@@ -272,9 +272,13 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
 def _field(obj: object, name: str) -> object:
     """Read ``name`` from an execution or agent by key (mapping) or by attribute; never raise."""
     try:
-        if isinstance(obj, Mapping):
+        # dict and attribute access first: the ABC check is the slow one, and the guard runs on
+        # every tool call.
+        if isinstance(obj, dict):
             return obj.get(name)
-        return getattr(obj, name, None)
+        if not isinstance(obj, Mapping):
+            return getattr(obj, name, None)
+        return obj.get(name)
     except Exception:
         return None
 
@@ -358,10 +362,9 @@ def _forget(store: dict[int, _WeakEntry], key: int, ref: weakref.ref[Any]) -> No
         store.pop(key, None)
 
 
-@dataclass(frozen=True)
-class _Denial:
+class _Denial(NamedTuple):
     kind: Kind
-    count: int
+    tally: int  # "count" in the message and the incident line
     limit: int
     first: bool
 
@@ -425,18 +428,27 @@ class CircuitBreaker:
         if not self._guards(tool):
             return None
         agent = _field(execution, "agent")
-        digest = self._identify(tool, _field(execution, "arguments"))
+        cap = self.config.max_calls_per_agent
         with self._lock:
             if self._closed:
                 return None
-            denial = self._judge(self._state_for(agent), digest)
+            state = self._state_for(agent)
+            denial = self._deny(state, "cap", state.calls, cap) if 0 < cap <= state.calls else None
         if denial is None:
-            return None
+            # Identify outside the lock, so hashing large arguments holds up no other thread; an
+            # agent past its cap was denied above without hashing anything.
+            digest = self._identify(tool, _field(execution, "arguments"))
+            with self._lock:
+                if self._closed:
+                    return None
+                denial = self._judge(state, digest)
+            if denial is None:
+                return None
         shown = tool if tool is not None else f"<{type(name).__name__}>"
         if denial.first and self._incident_path:
             self._report(denial, shown, agent)
         return self.config.deny_message.format(
-            tool=json.dumps(shown, ensure_ascii=True), count=denial.count, limit=denial.limit
+            tool=json.dumps(shown, ensure_ascii=True), count=denial.tally, limit=denial.limit
         )
 
     def calls(self, agent: object = None) -> int:
@@ -469,7 +481,7 @@ class CircuitBreaker:
         if tool is None:
             return None
         ignore = self._ignore
-        if ignore and isinstance(arguments, Mapping):
+        if ignore and isinstance(arguments, (dict, Mapping)):  # dict first: the fast check
             try:
                 if not ignore.isdisjoint(arguments):
                     arguments = {k: v for k, v in arguments.items() if k not in ignore}
@@ -495,7 +507,7 @@ class CircuitBreaker:
 
     def _judge(self, state: _AgentState, digest: str | None) -> _Denial | None:
         cap = self.config.max_calls_per_agent
-        if cap and state.calls >= cap:
+        if 0 < cap <= state.calls:  # checked again: another thread may have reached the cap
             return self._deny(state, "cap", state.calls, cap)
         if digest is not None:
             limit = self.config.duplicate_limit
@@ -558,7 +570,7 @@ class CircuitBreaker:
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "kind": denial.kind,
             "tool": tool,
-            "count": denial.count,
+            "count": denial.tally,
             "limit": denial.limit,
         }
         ident = _agent_id(agent) if agent is not None else None
