@@ -45,10 +45,11 @@ _DETECT_LINES: Final = 64
 _PROBLEMS_SHOWN: Final = 5
 _SESSION_ID_KEYS: Final = ("id", "session_id", "task_id")
 # Item types of the OpenAI Responses API that appear in a message list.
-_RESPONSES_ITEMS: Final = frozenset(
-    {"function_call", "function_call_output", "message", "reasoning"}
-)
+_RESPONSES_ITEMS: Final = ("function_call", "function_call_output", "message", "reasoning")
 _CALL_HINT_KEYS: Final = ("args", "arguments", "session", "agent", "call_id")
+# How auto-detected chat logs are read: OpenAI tool calls and Anthropic tool_use blocks both
+# count, so a log whose first lines do not show which API wrote it loses no call.
+_CHAT: Final = "chat"
 
 
 class RecordedCall(NamedTuple):
@@ -174,6 +175,7 @@ def _from_document(
     if not isinstance(document, (list, dict)):
         raise ReaderError(shown, f"not a transcript: the file holds a JSON {_json_type(document)}")
     kind = _kind_of(items)
+    label = format
     if format == "auto":
         if kind is None:
             if not items:
@@ -184,7 +186,8 @@ def _from_document(
         flavour = None
         if kind in ("messages", "sessions"):
             flavour = next(filter(None, (_flavour_of(kind, item) for item in items)), None)
-        format = _format_for(kind, flavour)
+        label = _format_for(kind, flavour)
+        format = _CHAT if label in ("openai", "anthropic") else label
     elif (
         format in ("openai", "anthropic")
         and isinstance(document, dict)
@@ -192,8 +195,8 @@ def _from_document(
     ):
         raise ReaderError(
             shown,
-            f"not a {format} transcript: expected a list of messages, an object with "
-            f"messages or a list of sessions, got {_describe(document)}",
+            f"not a transcript in the {format} format: expected a list of messages, an object "
+            f"with messages or a list of sessions, got {_describe(document)}",
         )
     sessions = _Sessions()
     records = ((f"item #{number}", item) for number, item in enumerate(items, 1))
@@ -209,7 +212,7 @@ def _from_document(
         calls = _chat_session(messages, sessions.add(path.name), format, problems, "")
     else:
         calls = _chat_sessions(items, sessions, format, problems)
-    return Transcript(shown, format, sessions.names, _finish(calls, None, shown, problems))
+    return Transcript(shown, label, sessions.names, _finish(calls, None, shown, problems))
 
 
 def _from_lines(
@@ -222,6 +225,7 @@ def _from_lines(
     kind: str | None = None
     nonblank = 0
     flavour: str | None = None
+    label = format
     for number, value, reason in _json_values(lines):
         nonblank += 1
         if reason is not None:
@@ -252,7 +256,8 @@ def _from_lines(
                 f"not a recognised transcript (its first lines are "
                 f"{_describe(peeked[0][1])}); {_HINT}",
             )
-        format = _format_for(kind, flavour)
+        label = _format_for(kind, flavour)
+        format = _CHAT if label in ("openai", "anthropic") else label
     for number, reason in deferred:
         problems.at(number, reason)
     records = _chain_records(peeked, lines, problems)
@@ -264,7 +269,7 @@ def _from_lines(
         calls = _claude_calls(records, path.name, sessions, problems)
     else:
         calls = _chat_lines(records, path.name, sessions, format, problems)
-    return Transcript(shown, format, sessions.names, _finish(calls, file, shown, problems))
+    return Transcript(shown, label, sessions.names, _finish(calls, file, shown, problems))
 
 
 def _lines(file: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
@@ -294,7 +299,7 @@ def _json_values(
     loads = json.loads
     for number, line in lines:
         if line is None:
-            yield number, None, f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+            yield number, None, f"longer than the line limit of {_size(MAX_LINE_BYTES)}"
             continue
         try:
             yield number, loads(line), None
@@ -543,7 +548,7 @@ def _chat_sessions(
     for number, item in enumerate(items, 1):
         messages = _session_messages(item)
         if messages is None:
-            problems.at(f"session #{number}", "skipped: not an object with a messages or traj list")
+            problems.at(f"session #{number}", "not an object with a messages or traj list")
             continue
         index = sessions.add(_session_name(item, number))
         yield from _chat_session(messages, index, format, problems, f"session #{number}, ")
@@ -699,6 +704,13 @@ def _describe(value: Any) -> str:
             return "an empty array"
         return f"an array of {_json_type(value[0])}s"
     return f"a JSON {_json_type(value)}"
+
+
+def _size(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
 
 
 def _os_reason(error: OSError) -> str:

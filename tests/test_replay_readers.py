@@ -1,0 +1,534 @@
+"""Transcript readers: each format on fixtures shaped like real tools' logs, auto-detection,
+session splitting, and garbage that never escapes as anything but ReaderError."""
+
+from __future__ import annotations
+
+import json
+import os
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dsh_loop_brake.replay import FORMATS, ReaderError, RecordedCall, open_transcript
+
+FIXTURES = Path(__file__).parent / "fixtures" / "replay"
+CLAUDE_SESSION = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+CLAUDE_DIR = FIXTURES / "claude_code" / "-home-lee-proj"
+CLAUDE_FILE = CLAUDE_DIR / f"{CLAUDE_SESSION}.jsonl"
+CLAUDE_SUBAGENT = CLAUDE_DIR / CLAUDE_SESSION / "subagents" / "agent-9f01.jsonl"
+
+
+def read(
+    path: Path, format: str = "auto"
+) -> tuple[str, list[str], list[tuple[str, str, Any]], list[str]]:
+    """(detected format, session names, [(session name, tool, args)], problems) of one file."""
+    problems: list[str] = []
+    transcript = open_transcript(path, format, on_problem=problems.append)
+    calls = list(transcript)
+    named = [(transcript.sessions[c.session], c.tool, c.arguments) for c in calls]
+    return transcript.format, list(transcript.sessions), named, problems
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_bytes(content)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI
+
+
+def test_openai_chat_log_with_parallel_tool_calls() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "openai_parallel_tools.json")
+    assert fmt == "openai"
+    assert sessions == ["openai_parallel_tools.json"]  # an object with messages: the file
+    paris = {"city": "Paris", "unit": "celsius"}
+    assert [(tool, args) for _, tool, args in calls] == [
+        # the three parallel calls of one assistant message, in their order
+        ("get_weather", paris),
+        ("get_weather", {"city": "Lyon", "unit": "celsius"}),
+        ("get_time", {"tz": "Europe/Paris"}),
+        ("get_weather", paris),  # keys in another order: decoded, so the same value
+        ("get_weather", paris),  # arguments recorded as an object instead of a string
+        ("get_weather", paris),  # pretty-printed JSON string
+        ("search_places", '{"query": "cafe near Lou'),  # unparsable: kept as the raw string
+        ("search_places", '{"query": "cafe near Lou'),
+        ("list_favorites", {}),  # no arguments at all
+    ]
+    assert problems == []
+
+
+def test_openai_tau_bench_list_of_sessions_with_traj() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "tau_bench_results.json")
+    assert fmt == "openai"
+    # task ids name the sessions (two trials of task 12 stay two sessions), a session without
+    # an id is "#<index>", and a session without tool calls is still listed
+    assert sessions == ["12", "12", "7", "#4"]
+    per_session = [sum(1 for name, *_ in calls if name == s) for s in ("12", "7", "#4")]
+    assert per_session == [8, 0, 1]
+    assert calls[1] == ("12", "get_order_details", {"order_id": "#W2378156"})
+    assert calls[-1] == (
+        "#4",
+        "cancel_pending_order",
+        {"order_id": "#W5", "reason": "no longer needed"},
+    )
+    assert problems == [
+        f"{FIXTURES / 'tau_bench_results.json'}: session #5: not an object with a messages or "
+        "traj list; skipped"
+    ]
+
+
+def test_openai_sessions_are_indexed_not_merged_by_name() -> None:
+    transcript = open_transcript(FIXTURES / "tau_bench_results.json")
+    calls = list(transcript)
+    # both trials are named "12" but are separate sessions (indices 0 and 1)
+    assert [c.session for c in calls] == [0, 0, 0, 0, 0, 1, 1, 1, 3]
+
+
+def test_openai_jsonl_of_messages_and_responses_items() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "openai_messages.jsonl")
+    assert fmt == "openai"
+    assert sessions == ["openai_messages.jsonl"]
+    assert calls == [
+        ("openai_messages.jsonl", "list_issues", {"state": "open"}),
+        ("openai_messages.jsonl", "list_issues", {"state": "open"}),  # Responses API item
+    ]
+    assert problems == []
+
+
+_MESSAGES: list[Any] = [
+    {"role": "user", "content": "add one"},
+    {
+        "role": "assistant",
+        "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "a", "content": "1"},
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "session"),
+    [
+        (_MESSAGES, "log.json"),
+        ({"model": "gpt-4o", "messages": _MESSAGES}, "log.json"),
+        ([{"id": "run-1", "messages": _MESSAGES}], "run-1"),
+        ([{"session_id": "s-9", "traj": _MESSAGES}], "s-9"),
+    ],
+    ids=["list of messages", "object with messages", "sessions with id", "traj with session_id"],
+)
+def test_openai_containers(tmp_path: Path, document: Any, session: str) -> None:
+    fmt, sessions, calls, _ = read(write(tmp_path, "log.json", json.dumps(document)))
+    assert (fmt, sessions) == ("openai", [session])
+    assert calls == [(session, "f", {})]
+
+
+def test_openai_arguments_that_are_json_but_not_objects(tmp_path: Path) -> None:
+    messages = [
+        {"role": "assistant", "tool_calls": [_tool_call("1", "[1, 2]"), _tool_call("2", '"q"')]},
+        {"role": "assistant", "tool_calls": [_tool_call("3", ""), _tool_call("4", "NaN")]},
+    ]
+    path = write(tmp_path, "log.json", json.dumps(messages))
+    _, _, calls, _ = read(path)
+    args = [a for *_, a in calls]
+    assert args[:3] == [[1, 2], "q", ""]  # "" is not JSON: kept as the raw string
+    assert args[3] != args[3]  # NaN, as json.loads reads it (the brake hashes it as null)
+
+
+def test_openai_malformed_tool_calls_are_reported_not_fatal(tmp_path: Path) -> None:
+    messages = [
+        {"role": "assistant", "tool_calls": [{"id": "x", "function": {"arguments": "{}"}}, 7]},
+        {"role": "assistant", "tool_calls": [_tool_call("ok", "{}")]},
+        "not a message",
+    ]
+    path = write(tmp_path, "log.json", json.dumps(messages))
+    _, _, calls, problems = read(path, "openai")
+    assert [tool for _, tool, _ in calls] == ["f"]
+    assert len(problems) == 3
+    assert all(p.startswith(f"{path}: message #") for p in problems)
+
+
+# --------------------------------------------------------------------------------------------
+# Anthropic
+
+
+def test_anthropic_conversation_tool_use_blocks() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "anthropic_conversation.json")
+    assert fmt == "anthropic"
+    assert sessions == ["anthropic_conversation.json"]
+    assert [(tool, args) for _, tool, args in calls] == [
+        ("list_directory", {"path": "src"}),
+        ("read_file", {"path": "src/app.py"}),  # two tool_use blocks in one message
+        ("read_file", {"path": "src/app.py"}),
+        ("read_file", {"path": "src/app.py"}),
+        ("run_tests", {"path": "tests"}),
+        ("git_status", {}),  # a block without input
+    ]
+    assert problems == []
+
+
+def test_format_option_restricts_what_is_read(tmp_path: Path) -> None:
+    both = [
+        {"role": "assistant", "tool_calls": [_tool_call("1", "{}")]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "g", "input": {}}],
+        },
+    ]
+    path = write(tmp_path, "mixed.json", json.dumps(both))
+    assert [t for _, t, _ in read(path, "openai")[2]] == ["f"]
+    assert [t for _, t, _ in read(path, "anthropic")[2]] == ["g"]
+    assert [t for _, t, _ in read(path, "auto")[2]] == ["f", "g"]
+
+
+# --------------------------------------------------------------------------------------------
+# Claude Code
+
+
+def test_claude_code_session_with_duplicates_split_entries_and_inline_sidechain() -> None:
+    fmt, sessions, calls, problems = read(CLAUDE_FILE)
+    assert fmt == "claude-code"
+    main, side = CLAUDE_SESSION, f"{CLAUDE_SESSION}/5d2e"
+    assert sessions == [main, side]
+    assert [(s, tool) for s, tool, _ in calls] == [
+        (main, "Bash"),  # logged twice, one call
+        (main, "Grep"),  # one message split over two entries
+        (main, "Read"),
+        (main, "Task"),
+        (side, "Glob"),  # the subagent's calls are its own session
+        (side, "Glob"),  # logged twice, one call
+        (side, "Glob"),
+        (main, "Grep"),
+    ]
+    # the last line was cut off mid-write: reported with its line number, the rest is kept
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{CLAUDE_FILE}:22: not JSON")
+
+
+def test_claude_code_subagent_file_is_its_own_session() -> None:
+    fmt, sessions, calls, _ = read(CLAUDE_SUBAGENT)
+    assert fmt == "claude-code"
+    assert sessions == [f"{CLAUDE_SESSION}/9f01"]
+    assert [tool for _, tool, _ in calls] == ["Bash", "Read"]
+
+
+def test_claude_code_without_session_id_uses_the_file_name(tmp_path: Path) -> None:
+    entry = {
+        "type": "assistant",
+        "uuid": "u1",
+        "message": {"content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+    }
+    path = write(tmp_path, "old.jsonl", json.dumps(entry) + "\n" + json.dumps(entry) + "\n")
+    fmt, sessions, calls, _ = read(path)
+    assert (fmt, sessions, len(calls)) == ("claude-code", ["old.jsonl"], 1)
+
+
+def test_claude_code_tool_use_without_id_counts_every_time(tmp_path: Path) -> None:
+    block = {"type": "tool_use", "name": "Bash", "input": {"command": "make"}}
+    entry = {"type": "assistant", "sessionId": "s", "message": {"content": [block, block]}}
+    path = write(tmp_path, "s.jsonl", json.dumps(entry) + "\n")
+    assert len(read(path)[2]) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# jsonl
+
+
+def test_jsonl_calls_sessions_and_bad_lines() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "calls.jsonl")
+    assert fmt == "jsonl"
+    # "session" names a session, else "agent" (a string or an object's id), else the file
+    assert sessions == ["s1", "s2", "calls.jsonl"]
+    weather = {"q": "weather"}
+    assert calls == [
+        ("s1", "search", weather),
+        ("s1", "search", weather),  # "name" and "arguments" spellings
+        ("s2", "search", weather),
+        ("s1", "search", weather),
+        ("calls.jsonl", "fetch", {"url": "https://example.com/forecast"}),
+        ("s2", "search", weather),
+    ]
+    path = FIXTURES / "calls.jsonl"
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:4", f"{path}:7", f"{path}:8"]
+    assert all(p.endswith("; skipped") for p in problems)
+
+
+def test_jsonl_arguments_are_taken_as_they_are(tmp_path: Path) -> None:
+    lines = [
+        {"tool": "t", "args": '{"a": 1}'},  # a string stays a string in this format
+        {"tool": "t"},  # no arguments: {}
+        {"tool": "t", "args": None},
+        {"tool": "t", "session": 7},
+    ]
+    path = write(tmp_path, "c.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    _, sessions, calls, _ = read(path)
+    assert [a for *_, a in calls] == ['{"a": 1}', {}, None, {}]
+    assert sessions == ["c.jsonl", "7"]
+
+
+def test_problems_are_capped_per_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.jsonl", '{"tool": "t"}\n' + "oops\n" * 40)
+    _, _, calls, problems = read(path)
+    assert len(calls) == 1
+    assert len(problems) == 6
+    assert problems[-1] == f"{path}: 35 more problems like these; skipped"
+
+
+def test_json_array_of_calls(tmp_path: Path) -> None:
+    path = write(tmp_path, "calls.json", json.dumps([{"tool": "a", "args": {}}, {"tool": "b"}]))
+    fmt, _, calls, _ = read(path)
+    assert fmt == "jsonl"
+    assert [t for _, t, _ in calls] == ["a", "b"]
+
+
+# --------------------------------------------------------------------------------------------
+# Auto-detection
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("openai_parallel_tools.json", "openai"),
+        ("tau_bench_results.json", "openai"),
+        ("openai_messages.jsonl", "openai"),
+        ("anthropic_conversation.json", "anthropic"),
+        ("calls.jsonl", "jsonl"),
+        (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}.jsonl", "claude-code"),
+        (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}/subagents/agent-9f01.jsonl", "claude-code"),
+    ],
+)
+def test_auto_detection_per_file(name: str, expected: str) -> None:
+    assert open_transcript(FIXTURES / name).format == expected
+
+
+def test_auto_detection_does_not_depend_on_the_file_name(tmp_path: Path) -> None:
+    # JSON Lines saved as .json, and a JSON document saved as .jsonl-less name
+    lines = (FIXTURES / "calls.jsonl").read_text()
+    assert read(write(tmp_path, "calls.json", lines))[0] == "jsonl"
+    claude = CLAUDE_SUBAGENT.read_text()
+    fmt, _sessions, calls, _ = read(write(tmp_path, "session.json", claude))
+    assert (fmt, len(calls)) == ("claude-code", 2)
+    doc = (FIXTURES / "anthropic_conversation.json").read_text()
+    assert read(write(tmp_path, "conversation.txt", doc))[0] == "anthropic"
+
+
+def test_auto_detection_looks_past_lines_that_decide_nothing(tmp_path: Path) -> None:
+    head = '{"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}\n'
+    body = CLAUDE_SUBAGENT.read_text()
+    assert read(write(tmp_path, "s.jsonl", head + body))[0] == "claude-code"
+    plain = '{"role": "user", "content": "hi"}\n' * 3
+    tool_use = {"role": "assistant", "content": [{"type": "tool_use", "name": "x", "id": "1"}]}
+    fmt, _, calls, _ = read(write(tmp_path, "a.jsonl", plain + json.dumps(tool_use) + "\n"))
+    assert (fmt, len(calls)) == ("anthropic", 1)
+
+
+def test_explicit_format_overrides_detection(tmp_path: Path) -> None:
+    # a jsonl line with a "type" and "uuid" looks like Claude Code; --format jsonl reads calls
+    line = {"type": "tool_call", "uuid": "1", "name": "search", "arguments": {"q": 1}}
+    path = write(tmp_path, "own-log.jsonl", json.dumps(line) + "\n")
+    assert read(path, "jsonl")[2] == [("own-log.jsonl", "search", {"q": 1})]
+
+
+def test_every_format_name_is_accepted_and_no_other() -> None:
+    assert FORMATS == ("auto", "jsonl", "openai", "anthropic", "claude-code")
+    with pytest.raises(ValueError, match="unknown transcript format"):
+        open_transcript(FIXTURES / "calls.jsonl", "csv")
+
+
+# --------------------------------------------------------------------------------------------
+# Files that are not transcripts
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("random.json", os.urandom(512) + b"\xff", "not JSON"),
+        ("random.jsonl", b"\x00\x81\xfe garbage\n\xff\xfe\n", "not JSON Lines"),
+        ("truncated.json", b'{"messages": [{"role": "user", "content": "hi"', "not JSON"),
+        ("number.json", b"42", "not a transcript: the file holds a JSON number"),
+        ("other.json", b'{"name": "my-package", "version": "1.0.0"}', "not a recognised"),
+        ("ints.json", b"[1, 2, 3]", "not a recognised transcript (an array of numbers)"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
+        ("strings.jsonl", b'"a"\n"b"\n', "not a recognised transcript"),
+        ("latin1.json", '{"x": "caf\xe9"}'.encode("latin-1"), "not JSON"),
+    ],
+)
+def test_garbage_files_raise_reader_error_naming_the_path(
+    tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
+    path = write(tmp_path, name, content)
+    with pytest.raises(ReaderError) as caught:
+        list(open_transcript(path))
+    assert caught.value.path == str(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert reason in caught.value.reason
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(ReaderError, match="cannot read the file"):
+        open_transcript(tmp_path / "nope.jsonl")
+    with pytest.raises(ReaderError, match="cannot read the file"):
+        open_transcript(tmp_path)
+
+
+def test_wrong_shape_for_the_format_given(tmp_path: Path) -> None:
+    path = write(tmp_path, "x.json", '{"tool": "search"}')
+    with pytest.raises(ReaderError, match="not a transcript in the openai format"):
+        open_transcript(path, "openai")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("e.json", b""),
+        ("e.jsonl", b""),
+        ("e.json", b"\n  \n"),
+        ("e.ndjson", b"\n\n"),
+        ("e.json", b"[]"),
+    ],
+)
+def test_empty_files_have_no_sessions(tmp_path: Path, name: str, content: bytes) -> None:
+    _, sessions, calls, problems = read(write(tmp_path, name, content))
+    assert (sessions, calls, problems) == ([], [], [])
+
+
+def test_reader_error_pickles() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ReaderError("a.json", "not JSON")))
+    assert (error.path, error.reason, str(error)) == ("a.json", "not JSON", "a.json: not JSON")
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.binary(max_size=2048),
+    suffix=st.sampled_from([".json", ".jsonl", ".ndjson", ".log"]),
+    format=st.sampled_from(FORMATS),
+)
+def test_arbitrary_bytes_only_ever_raise_reader_error(
+    tmp_path: Path, data: bytes, suffix: str, format: str
+) -> None:
+    path = tmp_path / f"t{suffix}"
+    path.write_bytes(data)
+    try:
+        for call in open_transcript(path, format, on_problem=lambda message: None):
+            assert isinstance(call, RecordedCall)
+            assert isinstance(call.tool, str) and call.tool
+    except ReaderError:
+        pass
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "role",
+                    "content",
+                    "tool_calls",
+                    "function",
+                    "name",
+                    "arguments",
+                    "type",
+                    "id",
+                    "input",
+                    "messages",
+                    "traj",
+                    "tool",
+                    "args",
+                    "session",
+                    "agent",
+                    "sessionId",
+                    "agentId",
+                    "isSidechain",
+                    "message",
+                    "uuid",
+                    "task_id",
+                ]
+            )
+            | st.text(max_size=4),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(_JSON, max_size=6),
+    as_lines=st.booleans(),
+    format=st.sampled_from(FORMATS),
+)
+def test_arbitrary_json_of_transcript_shape_never_crashes(
+    tmp_path: Path, values: list[Any], as_lines: bool, format: str
+) -> None:
+    if as_lines:
+        path = tmp_path / "t.jsonl"
+        path.write_text("".join(json.dumps(v) + "\n" for v in values))
+    else:
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(values))
+    try:
+        transcript = open_transcript(path, format, on_problem=lambda message: None)
+        calls = list(transcript)
+    except ReaderError:
+        return
+    for call in calls:
+        assert 0 <= call.session < len(transcript.sessions)
+        assert isinstance(call.tool, str) and call.tool
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming
+
+
+def test_jsonl_is_streamed_not_loaded(tmp_path: Path) -> None:
+    """Memory while reading a JSON Lines file does not grow with the file."""
+    line = json.dumps({"tool": "search", "args": {"q": "x" * 200}, "session": "s"}) + "\n"
+    small = write(tmp_path, "small.jsonl", line * 2_000)
+    large = write(tmp_path, "large.jsonl", line * 40_000)  # about 9 MB
+
+    def peak(path: Path) -> int:
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in open_transcript(path))
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert count > 0
+
+    assert peak(large) < 2 * peak(small) + 256 * 1024
+    assert peak(large) < large.stat().st_size // 10
+
+
+def test_overlong_line_is_skipped_without_holding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dsh_loop_brake.replay import readers
+
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 1024)
+    path = write(
+        tmp_path,
+        "c.jsonl",
+        '{"tool": "a"}\n' + '{"tool": "b", "args": "' + "x" * 5000 + '"}\n' + '{"tool": "c"}\n',
+    )
+    _, _, calls, problems = read(path)
+    assert [t for _, t, _ in calls] == ["a", "c"]
+    assert problems == [f"{path}:2: longer than the line limit of 1 KiB; skipped"]
+
+
+def _tool_call(call_id: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arguments}}
