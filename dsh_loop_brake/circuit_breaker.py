@@ -234,7 +234,7 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
         if key not in DEFAULTS:
             raise CircuitBreakerConfigError(
                 f"circuit breaker: unknown key {_show(key)} (from {source}); the keys are"
-                f" {', '.join(DEFAULTS)}"
+                f" {', '.join(DEFAULTS)} (check the spelling)"
             )
     given = {key: value for key, value in config.items() if value is not None}
 
