@@ -545,10 +545,14 @@ class CircuitBreaker:
             if entry is not None and entry[0]() is agent:
                 return entry[1]
             if _weakly_referenceable(agent):
-                ref = weakref.ref(agent, functools.partial(_forget, self._weak, key))
-                state = _AgentState(self.config.window)
-                self._weak[key] = (ref, state)
-                return state
+                try:
+                    ref = weakref.ref(agent, functools.partial(_forget, self._weak, key))
+                except TypeError:
+                    pass  # a type that claims weak references but refuses them: keyed by id
+                else:
+                    state = _AgentState(self.config.window)
+                    self._weak[key] = (ref, state)
+                    return state
             # Not weakly referenceable (a dict, a slotted object): keyed by its id.
             ident = _agent_id(agent)
             if ident is not None:
@@ -619,10 +623,15 @@ def apply(ctx: Any, config: object = None) -> CircuitBreaker:
     tools = getattr(ctx, "tools", None)
     guard: Callable[[Callable[[Any], str | None]], object] | None = getattr(tools, "guard", None)
     effect: Callable[[Callable[[], object]], object] | None = getattr(ctx, "effect", None)
-    if not callable(guard) or not callable(effect):
+    if not callable(guard):
         raise TypeError(
-            "circuit breaker: the host context needs a tool registry with a guard hook"
-            " (ctx.tools.guard) and a fiber effect (ctx.effect); this host has neither or only one"
+            f"{PLUGIN_NAME} needs a tool registry with guards: the context has no"
+            " tools.guard(fn); apply it in a host that provides one (see docs/harness.md)"
+        )
+    if not callable(effect):
+        raise TypeError(
+            f"{PLUGIN_NAME} needs ctx.effect(callback) to be undone on dispose; apply it in a host"
+            " that provides fiber effects (see docs/harness.md)"
         )
     breaker = CircuitBreaker(settings)
     install_guard = guard

@@ -237,8 +237,14 @@ def test_apply_needs_a_guard_hook_and_an_effect() -> None:
         def effect(self, fn: Callable[[], Any]) -> None:
             fn()
 
-    with pytest.raises(TypeError, match=r"ctx\.tools\.guard"):
+    class NoEffect:
+        tools = FakeTools()
+
+    with pytest.raises(TypeError, match=r"no tools\.guard\(fn\)"):
         apply(NoGuard())
+    with pytest.raises(TypeError, match=r"needs ctx\.effect"):
+        apply(NoEffect())
+    assert NoEffect.tools.guards == []
 
 
 @given(limit=st.integers(-5, MAX_WINDOW + 5), window=st.integers(-5, MAX_WINDOW + 5))
