@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
 
 from dsh_loop_brake.harness import PatchError, load_path
 from dsh_loop_brake.harness.safe_yaml import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_NODES,
+    check_events,
     load_text,
     read_text,
     to_plain,
@@ -143,3 +149,48 @@ def test_text_that_is_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(PatchError, match="not UTF-8") as caught:
         load_path(path)
     assert caught.value.line == 2
+
+
+# --- the node count equals the size of the expanded document --------------------------------
+
+SCALARS = st.one_of(st.integers(-5, 5), st.text("abc", max_size=3), st.booleans(), st.none())
+
+
+@st.composite
+def shared_documents(draw: st.DrawFn) -> Any:
+    """Nested lists and mappings that reuse earlier subtrees (dumped as anchors and aliases)."""
+    made: list[Any] = []
+
+    def node(depth: int) -> Any:
+        choice = draw(st.integers(0, 3 if depth < 4 else 0))
+        if choice == 0 or depth >= 4:
+            return draw(SCALARS)
+        if choice == 1 and made:
+            return draw(st.sampled_from(made))  # a shared subtree: an alias in the YAML
+        if choice == 2:
+            value: Any = [node(depth + 1) for _ in range(draw(st.integers(0, 3)))]
+        else:
+            keys = draw(st.lists(st.text("xyz", min_size=1, max_size=2), max_size=3, unique=True))
+            value = {key: node(depth + 1) for key in keys}
+        made.append(value)
+        return value
+
+    return [node(0) for _ in range(draw(st.integers(1, 4)))]
+
+
+def expanded_size(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(1 + expanded_size(item) for item in value.values())
+    if isinstance(value, list):
+        return 1 + sum(expanded_size(item) for item in value)
+    return 1
+
+
+@settings(max_examples=120, deadline=None)
+@given(shared_documents())
+def test_the_node_count_is_the_expanded_size_however_aliases_nest(document: Any) -> None:
+    stream = io.StringIO()
+    YAML(typ="safe", pure=True).dump(document, stream)
+    text = stream.getvalue()
+    assert check_events(text, "generated.yml") == expanded_size(document)
+    assert to_plain(load_text(text, "generated.yml")) == document

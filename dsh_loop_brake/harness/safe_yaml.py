@@ -72,8 +72,11 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise PatchError("the file is not UTF-8 text", path, line) from None
 
 
-def check_events(text: str, path: str | os.PathLike[str]) -> None:
-    """Refuse non-core tags, nesting deeper than ``MAX_DEPTH`` and over ``MAX_NODES`` nodes."""
+def check_events(text: str, path: str | os.PathLike[str]) -> int:
+    """Refuse non-core tags, nesting deeper than ``MAX_DEPTH`` and over ``MAX_NODES`` nodes.
+
+    Returns the number of nodes, counting each alias as the nodes it stands for.
+    """
     depth = 0
     total = 0
     sizes: dict[str, int] = {}
@@ -124,6 +127,7 @@ def check_events(text: str, path: str | os.PathLike[str]) -> None:
         raise _malformed(exc, path) from None
     except YAMLError as exc:
         raise PatchError(f"malformed YAML: {_one_line(str(exc))}", path) from None
+    return total
 
 
 def load_text(text: str, path: str | os.PathLike[str], yaml: YAML | None = None) -> Any:
