@@ -99,6 +99,12 @@ def test_a_recursive_alias_is_refused(tmp_path: Path) -> None:
     assert caught.value.line == 3
 
 
+def test_an_anchor_defined_twice_is_refused() -> None:
+    with pytest.raises(PatchError, match="anchor &x is defined twice") as caught:
+        load_text("a: &x [1]\nb: &x [*x]\n", "twice.yml")
+    assert caught.value.line == 2
+
+
 def test_nesting_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
     assert load_text("[" * MAX_DEPTH + "]" * MAX_DEPTH, "ok.yml") is not None
     deep = write(tmp_path, "a: 1\nb: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + "\n")

@@ -80,6 +80,7 @@ def check_events(text: str, path: str | os.PathLike[str]) -> int:
     depth = 0
     total = 0
     sizes: dict[str, int] = {}
+    defined: set[str] = set()
     open_anchors: list[tuple[str | None, int]] = []  # per open collection: anchor, total at start
     try:
         for event in YAML(typ="rt").parse(io.StringIO(text)):
@@ -100,6 +101,15 @@ def check_events(text: str, path: str | os.PathLike[str]) -> int:
                 else:
                     _check_tag(getattr(event, "tag", None), path, line)
                     total += 1
+                    if event.anchor is not None:
+                        if str(event.anchor) in defined:
+                            raise PatchError(
+                                f"the anchor &{event.anchor} is defined twice; give each "
+                                "anchor its own name",
+                                path,
+                                line,
+                            )
+                        defined.add(str(event.anchor))
                 if total > MAX_NODES:
                     raise PatchError(
                         f"the document has more than {MAX_NODES:,} nodes (counting each alias "
