@@ -108,6 +108,20 @@ def _run(args: argparse.Namespace, err: _Stderr) -> int:
     if args.max_repeats is not None:
         override = normalize_max_repeats(args.max_repeats, source="--max-repeats")
     setting = _loop_brake_row(args, override, err)
+    try:
+        replayer = Replayer(setting.row, sweep)
+    except LoopBrakeConfigError as error:
+        # The plugin refused the row's config: name the patch file that supplied it.
+        if setting.origin is None or ENV_VAR in str(error):
+            raise
+        raise LoopBrakeConfigError(f"{setting.origin}: {error}") from None
+    try:
+        return _replay(args, replayer, setting, err)
+    finally:
+        replayer.dispose()
+
+
+def _replay(args: argparse.Namespace, replayer: Replayer, setting: _Setting, err: _Stderr) -> int:
     paths: list[Path] = list(args.paths)
     if not paths:
         err.line(
@@ -121,18 +135,8 @@ def _run(args: argparse.Namespace, err: _Stderr) -> int:
             "no transcript to replay: no .json, .jsonl or .ndjson file was found at "
             + ", ".join(str(path) for path in paths)
         )
-    try:
-        replayer = Replayer(setting.row, sweep)
-    except LoopBrakeConfigError as error:
-        # The plugin refused the row's config: name the patch file that supplied it.
-        if setting.origin is None or ENV_VAR in str(error):
-            raise
-        raise LoopBrakeConfigError(f"{setting.origin}: {error}") from None
-    try:
-        read = asyncio.run(_replay_files(replayer, files, args.format, err))
-        report = replayer.report()
-    finally:
-        replayer.dispose()
+    read = asyncio.run(_replay_files(replayer, files, args.format, err))
+    report = replayer.report()
     err.clear_progress()
     if not read:
         raise ReplayUsageError(

@@ -1,0 +1,445 @@
+"""``dsh-loop-brake replay`` as a user runs it: a subprocess on real files and directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import RunCli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "replay"
+
+
+def report_of(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode in (0, 1), result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The whole stderr of a failed run: exactly one line, no traceback."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def transcripts(tmp_path: Path) -> Path:
+    """A copy of the fixtures, plus things a directory search must skip."""
+    directory = tmp_path / "transcripts"
+    shutil.copytree(FIXTURES, directory)
+    (directory / ".hidden").mkdir()
+    (directory / ".hidden" / "stuck.jsonl").write_text('{"tool": "x"}\n' * 10)
+    (directory / ".stuck.jsonl").write_text('{"tool": "x"}\n' * 10)
+    (directory / "notes.txt").write_text('{"tool": "x"}\n' * 10)
+    (directory / "nested" / "deeper").mkdir(parents=True)
+    (directory / "nested" / "deeper" / "late.NDJSON").write_text(
+        '{"tool": "fetch", "args": {"url": "a"}, "session": "late"}\n'
+    )
+    return directory
+
+
+# --------------------------------------------------------------------------------------------
+# The main job: no PATH replays the shipped examples
+
+
+def test_no_path_replays_the_shipped_examples_and_shows_a_denial(run_cli: RunCli) -> None:
+    result = run_cli("replay")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "openai-research-stuck.json" in out
+    assert "call 6: web_search (" in out  # the stuck search's first denial
+    assert "anthropic-deploy-watch.json" in out  # the A-B-A-B poll: never denied
+    assert "the brake would deny 12 calls in 2 sessions" in out
+    assert "example transcripts shipped with dsh-loop-brake" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_examples_cover_the_formats_and_the_three_stories(run_cli: RunCli) -> None:
+    report = report_of(run_cli("replay", "--json"))
+    by_name = {Path(s["source"]).name + ":" + s["session"]: s for s in report["sessions"]}
+    stuck = by_name["openai-research-stuck.json:openai-research-stuck.json"]
+    assert stuck["denied"] > 0 and stuck["firstDenial"]["tool"] == "web_search"
+    alternating = by_name["anthropic-deploy-watch.json:anthropic-deploy-watch.json"]
+    assert (alternating["longestStreak"], alternating["denied"]) == (1, 0)
+    assert (
+        alternating["distinctCalls"] < alternating["calls"] // 2
+    )  # the same two calls, over and over
+    healthy = [s for s in report["sessions"] if s["source"].endswith("claude-code-fix-test.jsonl")]
+    assert healthy and healthy[0]["denied"] == 0
+    suffixes = {Path(s["source"]).suffix for s in report["sessions"]}
+    assert suffixes == {".json", ".jsonl"}
+
+
+def test_fail_on_denial_exit_codes(run_cli: RunCli) -> None:
+    assert run_cli("replay", "--fail-on-denial").returncode == 1
+    healthy = FIXTURES / "claude_code" / "-home-lee-proj" / "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+    result = run_cli("replay", "--fail-on-denial", str(healthy))
+    assert result.returncode == 0, result.stderr
+    assert "the brake would deny no call" in result.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# Files and directories
+
+
+def test_directory_is_searched_recursively_skipping_hidden_and_other_files(
+    run_cli: RunCli, transcripts: Path
+) -> None:
+    report = report_of(run_cli("replay", "--json", str(transcripts)))
+    sources = sorted(
+        {Path(s["source"]).relative_to(transcripts).as_posix() for s in report["sessions"]}
+    )
+    assert sources == [
+        "anthropic_conversation.json",
+        "calls.jsonl",
+        "claude_code/-home-lee-proj/7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl",
+        "claude_code/-home-lee-proj/7c9e6679-7425-40de-944b-e07fc1f90ae7/subagents/agent-9f01.jsonl",
+        "nested/deeper/late.NDJSON",
+        "openai_messages.jsonl",
+        "openai_parallel_tools.json",
+        "tau_bench_results.json",
+    ]
+    assert report["totals"]["sessions"] == 14
+
+
+def test_json_report_is_exactly_the_spec_s_shape(run_cli: RunCli) -> None:
+    result = run_cli("replay", "--json", str(FIXTURES / "calls.jsonl"))
+    assert result.returncode == 0
+    assert result.stdout.isascii()
+    report = json.loads(result.stdout)
+    assert report == {
+        "maxRepeats": 3,
+        "sessions": [
+            {
+                "source": str(FIXTURES / "calls.jsonl"),
+                "session": "s1",
+                "calls": 3,
+                "distinctCalls": 1,
+                "longestStreak": 3,
+                "denied": 1,
+                "firstDenial": {
+                    "call": 3,
+                    "tool": "search",
+                    "count": 3,
+                    "hashPrefix": report["sessions"][0]["firstDenial"]["hashPrefix"],
+                },
+            },
+            {
+                "source": str(FIXTURES / "calls.jsonl"),
+                "session": "s2",
+                "calls": 2,
+                "distinctCalls": 1,
+                "longestStreak": 2,
+                "denied": 0,
+                "firstDenial": None,
+            },
+            {
+                "source": str(FIXTURES / "calls.jsonl"),
+                "session": "calls.jsonl",
+                "calls": 1,
+                "distinctCalls": 1,
+                "longestStreak": 1,
+                "denied": 0,
+                "firstDenial": None,
+            },
+        ],
+        "totals": {"sessions": 3, "calls": 6, "denied": 1, "sessionsWithDenials": 1},
+    }
+    from dsh_loop_brake import call_hash
+
+    expected_prefix = call_hash("search", {"q": "weather"})[:12]
+    assert report["sessions"][0]["firstDenial"]["hashPrefix"] == expected_prefix
+    assert list(report) == ["maxRepeats", "sessions", "totals"]
+    # the bad lines of the file are warnings with path and line, and the run goes on
+    assert f"{FIXTURES / 'calls.jsonl'}:4: not JSON" in result.stderr
+
+
+def test_bad_files_are_reported_and_the_rest_still_replays(run_cli: RunCli, tmp_path: Path) -> None:
+    directory = tmp_path / "mixed"
+    directory.mkdir()
+    (directory / "random.json").write_bytes(os.urandom(256) + b"\xff")
+    (directory / "random.jsonl").write_bytes(b"\x00\xff\xfe\x81\n" * 20)
+    (directory / "truncated.json").write_text('[{"role": "assistant", "tool_calls": [')
+    (directory / "package.json").write_text('{"name": "web", "version": "1.0.0"}')
+    (directory / "numbers.json").write_text("[1, 2, 3]")
+    shutil.copy(FIXTURES / "calls.jsonl", directory / "zz-good.jsonl")
+    result = run_cli("replay", "--json", str(directory))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {Path(s["source"]).name for s in report["sessions"]} == {"zz-good.jsonl"}
+    warnings = [line for line in result.stderr.splitlines() if "the file was skipped" in line]
+    assert sorted(Path(line.split(": ")[1]).name for line in warnings) == [
+        "numbers.json",
+        "package.json",
+        "random.json",
+        "random.jsonl",
+        "truncated.json",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_exit_2_only_when_nothing_at_all_could_be_read(run_cli: RunCli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = run_cli("replay", "--max-repeats=3", str(bad), str(tmp_path / "missing.jsonl"))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 3  # one warning per file, then the error
+    assert f"{bad}: not JSON" in lines[0]
+    assert f"{tmp_path / 'missing.jsonl'}: cannot read the file (no such file" in lines[1]
+    assert "nothing could be read" in lines[2]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    # one readable file among them is enough for exit 0
+    good = run_cli("replay", str(bad), str(FIXTURES / "calls.jsonl"))
+    assert good.returncode == 0
+
+
+def test_a_directory_without_transcripts_is_a_usage_error(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run_cli("replay", str(tmp_path / "empty"))
+    assert result.returncode == 2
+    assert "no transcript to replay" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_explicit_format(run_cli: RunCli) -> None:
+    openai = str(FIXTURES / "openai_parallel_tools.json")
+    as_openai = report_of(run_cli("replay", "--json", "--format", "openai", openai))
+    as_anthropic = report_of(run_cli("replay", "--json", "--format", "anthropic", openai))
+    assert as_openai["totals"]["calls"] == 9
+    assert as_anthropic["totals"]["calls"] == 0  # asked for tool_use blocks: there are none
+    result = run_cli("replay", "--format", "csv", openai)
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_hostile_names_stay_on_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    path = tmp_path / "evil.jsonl"
+    session = "s\n\x1b[31mFAKE: all clear\x1b[0m"
+    lines = [{"tool": "t\nx", "args": {}, "session": session}] * 3
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run_cli("replay", str(path))
+    assert result.returncode == 0
+    assert "\x1b" not in result.stdout
+    table_lines = [line for line in result.stdout.splitlines() if "FAKE" in line]
+    assert len(table_lines) == 1
+    assert "s\\x0a\\x1b[31mFAKE" in table_lines[0]
+    assert "call 3: t\\x0ax (" in table_lines[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep
+
+
+def test_sweep_rows_equal_replays_at_each_value(run_cli: RunCli, transcripts: Path) -> None:
+    swept = report_of(run_cli("replay", "--json", "--sweep", "1..5", str(transcripts)))
+    assert [row["maxRepeats"] for row in swept["sweep"]] == [1, 2, 3, 4, 5]
+    assert list(swept["sweep"][0]) == ["maxRepeats", "denied", "sessionsWithDenials"]
+    for row in swept["sweep"]:
+        alone = report_of(
+            run_cli("replay", "--json", "--max-repeats", str(row["maxRepeats"]), str(transcripts))
+        )
+        assert alone["maxRepeats"] == row["maxRepeats"]
+        assert (row["denied"], row["sessionsWithDenials"]) == (
+            alone["totals"]["denied"],
+            alone["totals"]["sessionsWithDenials"],
+        )
+    denied = [row["denied"] for row in swept["sweep"]]
+    assert denied == sorted(denied, reverse=True)  # a looser brake never denies more
+
+
+def test_sweep_table(run_cli: RunCli) -> None:
+    result = run_cli("replay", "--sweep", "2..4")
+    assert result.returncode == 0
+    assert "Sweep: what each maxRepeats would deny" in result.stdout
+    assert "<- this report" in result.stdout
+
+
+@pytest.mark.parametrize("value", ["5..2", "0..3", "abc", "2-5", "1..1000", ""])
+def test_bad_sweep_is_one_line(run_cli: RunCli, value: str) -> None:
+    line = one_line_error(run_cli("replay", "--sweep", value))
+    assert "--sweep" in line
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "2.5", "true"])
+def test_bad_max_repeats_is_one_line(run_cli: RunCli, value: str) -> None:
+    line = one_line_error(run_cli("replay", f"--max-repeats={value}"))
+    assert "maxRepeats must be an integer of at least 1" in line
+    assert "(from --max-repeats)" in line
+
+
+# --------------------------------------------------------------------------------------------
+# The profile's loop-brake row
+
+
+def _patch(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_profile_row_sets_max_repeats_and_max_repeats_overrides_it(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    home = tmp_path / "dsh"
+    assert run_cli("install", "--home", str(home)).returncode == 0
+    patch = _patch(home / "cordis.patch.yml", "- id: loop-brake\n  config:\n    maxRepeats: 5\n")
+    stuck = str(FIXTURES / "tau_bench_results.json")  # a streak of 4: denied at 3, not at 5
+    at_five = run_cli("replay", "--home", str(home), "--json", stuck)
+    assert report_of(at_five)["maxRepeats"] == 5
+    assert report_of(at_five)["totals"]["denied"] == 0
+    assert "note:" not in at_five.stderr  # the row exists and is enabled: nothing to say
+    table = run_cli("replay", "--home", str(home), stuck)
+    assert f"at maxRepeats 5 (from {patch}" in table.stdout
+    overridden = run_cli("replay", "--home", str(home), "--max-repeats", "3", "--json", stuck)
+    assert report_of(overridden)["maxRepeats"] == 3
+    assert report_of(overridden)["totals"]["denied"] == 2
+    # the row beats the environment; --max-repeats beats both
+    env = {"DSH_LOOP_BRAKE_MAX_REPEATS": "2"}
+    assert (
+        report_of(run_cli("replay", "--home", str(home), "--json", stuck, env=env))["maxRepeats"]
+        == 5
+    )
+    assert (
+        report_of(
+            run_cli("replay", "--home", str(home), "--max-repeats", "4", "--json", stuck, env=env)
+        )["maxRepeats"]
+        == 4
+    )
+
+
+def test_environment_applies_when_the_row_has_no_max_repeats(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    result = run_cli(
+        "replay",
+        "--home",
+        str(home),
+        str(FIXTURES / "calls.jsonl"),
+        env={"DSH_LOOP_BRAKE_MAX_REPEATS": "2"},
+    )
+    assert "at maxRepeats 2 (from $DSH_LOOP_BRAKE_MAX_REPEATS)" in result.stdout
+    bad = run_cli("replay", "--home", str(home), env={"DSH_LOOP_BRAKE_MAX_REPEATS": "zero"})
+    assert "environment variable DSH_LOOP_BRAKE_MAX_REPEATS" in one_line_error(bad)
+
+
+def test_profile_without_the_row_uses_the_bundle_row_and_says_so(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    result = run_cli("replay", "--home", str(tmp_path / "nowhere"), str(FIXTURES / "calls.jsonl"))
+    assert result.returncode == 0
+    assert "at maxRepeats 3 (the default)" in result.stdout
+    assert "profile 'default' has no loop-brake row" in result.stderr
+    assert "dsh-loop-brake install" in result.stderr
+    quiet = run_cli(
+        "replay",
+        "--home",
+        str(tmp_path / "nowhere"),
+        "--max-repeats",
+        "3",
+        str(FIXTURES / "calls.jsonl"),
+    )
+    assert quiet.stderr.count("note:") == 0 and quiet.returncode == 0
+
+
+def test_disabled_row_is_replayed_as_enabled_and_said_so(run_cli: RunCli, tmp_path: Path) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    patch = _patch(
+        home / "cordis.patch.yml",
+        "- id: loop-brake\n  disabled: true\n  config:\n    maxRepeats: 2\n",
+    )
+    result = run_cli("replay", "--home", str(home), "--json", str(FIXTURES / "calls.jsonl"))
+    report = report_of(result)
+    assert report["maxRepeats"] == 2  # with the row's own config
+    assert report["totals"]["denied"] == 3
+    assert "row is disabled by " + str(patch) in result.stderr
+    assert "replaying as if it were enabled" in result.stderr
+
+
+def test_invalid_row_config_names_the_patch_file(run_cli: RunCli, tmp_path: Path) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    patch = _patch(home / "cordis.patch.yml", "- id: loop-brake\n  config:\n    maxRepeats: 0\n")
+    line = one_line_error(run_cli("replay", "--home", str(home)))
+    assert str(patch) in line
+    assert "maxRepeats must be an integer of at least 1, got 0" in line
+    typo = _patch(tmp_path / "typo.yml", "- id: loop-brake\n  disable: true\n")
+    line = one_line_error(run_cli("replay", "--home", str(home), "--patch", str(typo)))
+    assert str(typo) in line
+
+
+def test_replay_applies_the_loop_brake_row_only(run_cli: RunCli, tmp_path: Path) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    incidents = tmp_path / "incidents.jsonl"
+    breaker = _patch(
+        tmp_path / "breaker.yml",
+        "- insert:\n"
+        "    - id: circuit-breaker\n"
+        "      name: dsh-circuit-breaker\n"
+        "      config:\n"
+        "        duplicateLimit: 2\n"
+        f"        incidentLog: {json.dumps(str(incidents))}\n",
+    )
+    stuck = str(FIXTURES / "tau_bench_results.json")
+    with_breaker = report_of(
+        run_cli("replay", "--home", str(home), "--patch", str(breaker), "--json", stuck)
+    )
+    without = report_of(run_cli("replay", "--home", str(home), "--json", stuck))
+    assert with_breaker == without  # the breaker would deny at 2; it was not applied
+    assert not incidents.exists()  # and it had no side effect
+
+
+# --------------------------------------------------------------------------------------------
+# Progress
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(run_cli: RunCli) -> None:
+    result = run_cli("replay")
+    assert "\r" not in result.stderr and "replaying 1/" not in result.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a pty")
+def test_progress_on_a_terminal(cli_env: dict[str, str], tmp_path: Path) -> None:
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_loop_brake", "replay", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+        os.close(terminal)
+        captured = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            captured += chunk
+        assert process.stdout is not None
+        out = process.stdout.read()
+        assert process.wait(timeout=120) == 0
+    finally:
+        os.close(controller)
+    assert b"replaying 1/5 " in captured
+    assert b"\r\x1b[K" in captured  # the progress line is cleared again
+    assert json.loads(out)["totals"]["sessions"] == 6  # stdout stays clean JSON
