@@ -296,22 +296,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _stderr_logging():
         try:
             code: int = args.run(args)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `dsh-loop-brake config | head -1`: not an error
+            _silence_stdout()
+            return EXIT_OK
         except USER_ERRORS as exc:
             _print_error(exc)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
-        except BrokenPipeError:  # e.g. `dsh-loop-brake config | head -1`
-            _silence_stdout()
-            return EXIT_OK
     return code
 
 
 def _print_error(exc: BaseException) -> None:
-    if isinstance(exc, BrokenPipeError):
-        _silence_stdout()
-        return
     if isinstance(exc, OSError) and not isinstance(exc, HarnessError):
         where = f"{exc.filename}: " if exc.filename else ""
         message = f"{where}{exc.strerror or exc}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,17 @@ def test_config_shows_what_boot_applies(
         monkeypatch.setenv(ENV, env)
     with Harness.boot("default", home) as harness:
         assert shown["maxRepeats"] == harness.handle("loop-brake").max_repeats == expected
+
+
+def test_a_closed_stdout_is_not_an_error(cli_env: dict[str, str], home: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh_loop_brake", "config", "--home", str(home), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # like `| head -c0`: the reader is gone before anything is written
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0, stderr
+    assert "Traceback" not in stderr
