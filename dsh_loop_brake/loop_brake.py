@@ -28,7 +28,7 @@ import os
 import re
 import reprlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, final
 
 __all__ = [
@@ -146,6 +146,14 @@ def _short_repr(value: object, limit: int = 80) -> str:
 
 # --------------------------------------------------------------------------------------------
 # Call identity
+#
+# Two encoders give the same text. The fast one is the json module's C encoder, used when a look
+# at the value's types shows it will write exactly what JSON.stringify writes: str keys sorted by
+# code point (the same order as UTF-16 unless a key holds an astral character), str, int, bool,
+# None, and floats whose Python repr is ECMAScript's too. Integral floats and non-finite ones are
+# swapped for the int or null JavaScript writes. Everything else, and anything deeper or larger
+# than the look is willing to walk, goes to the exact encoder: pure Python, iterative, so nesting
+# is bounded by memory and never raises RecursionError.
 
 
 class _NotIdentifiable(TypeError):
@@ -158,9 +166,11 @@ def canonical_json(value: Any) -> str:
     Raises ``TypeError`` or ``ValueError`` for values that are not JSON (bytes, sets, non-``str``
     keys, cycles...); the message names the offending type, never a value.
     """
-    text = _fast_canonical_json(value)
-    if text is None or (not text.isascii() and _SURROGATE.search(text) is not None):
-        return _slow_canonical_json(value)
+    text = _fast_text(value)
+    if text is None:
+        return _exact_text(value)
+    if not text.isascii():
+        text = _javascript_surrogates(text)
     return text
 
 
@@ -175,164 +185,278 @@ def hash_prefix(call_hash: str) -> str:
 
 
 def _call_digest(tool_name: str, args: Any) -> bytes:
-    text = _fast_canonical_json(args)
+    if not isinstance(tool_name, str):
+        raise TypeError(f"call_hash: the tool name must be a str, got {type(tool_name).__name__}")
+    text = _fast_text(args)
     if text is not None:
         try:
-            return hashlib.sha256((tool_name + "\n" + text).encode()).digest()
+            return hashlib.sha256(f"{tool_name}\n{text}".encode()).digest()
         except UnicodeEncodeError:
-            pass  # a lone surrogate: the exact encoder escapes it as JavaScript does
-    data = tool_name.encode("utf-8", "surrogatepass") + b"\n"
-    return hashlib.sha256(data + _slow_canonical_json(args).encode()).digest()
+            pass  # a surrogate code point, in the arguments or the tool name: see below
+    text = _exact_text(args) if text is None else _javascript_surrogates(text)
+    # canonical text is valid UTF-8 now; a tool name with unpaired surrogates (not valid Unicode)
+    # keeps them distinct, as surrogatepass bytes, rather than merging them into one U+FFFD.
+    name = _javascript_surrogates(tool_name, escape=False)
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\n" + text.encode()).digest()
 
 
-# The C encoder of the json module is the fast path. It agrees with JSON.stringify byte for byte
-# on str keys, str, int, bool and None, and on floats whose repr is plain decimal; everything else
-# goes to the exact pure-Python encoder below. A JSONEncoder built once is much cheaper per call
-# than json.dumps with keyword arguments, which builds one each time.
-_C_ENCODER: Callable[[Any, int], list[str]] | None
+def _refuse(value: Any) -> Any:
+    raise _NotIdentifiable(
+        f"canonical_json: a value of type {type(value).__name__!r} has no JSON form"
+    )
+
+
+_encode: Callable[[Any, bool], Iterable[str]]
 try:
     from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - CPython always has it
     _c_make_encoder = None
 
 if _c_make_encoder is not None:
-    _C_ENCODER = _c_make_encoder(
-        {},  # markers: circular-reference detection
-        None,  # default: never called, the walk admits only JSON types
+    # Built once: json.dumps with keyword arguments builds a JSONEncoder on every call.
+    _encode = _c_make_encoder(
+        None,  # markers: _inspect admits no cycle (and one would end in RecursionError)
+        _refuse,  # default: _inspect admits only JSON types
         json.encoder.encode_basestring,
         None,  # indent
         ":",
         ",",
         True,  # sort_keys
         False,  # skipkeys
-        False,  # allow_nan
+        False,  # allow_nan: _inspect swaps NaN and the infinities for None
     )
-else:  # pragma: no cover
-    _C_ENCODER = None
+else:  # pragma: no cover - other Pythons: the same rules through the pure-Python encoder
+    _encode = json.JSONEncoder(
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        check_circular=False,
+        default=_refuse,
+    ).iterencode
 
-# Containers a value may hold before the exact encoder takes over (it bounds the walk on cycles).
-_FAST_PATH_CONTAINERS: Final = 1000
+# How far _inspect walks before leaving a value to the exact encoder (it also bounds cycles).
+_FAST_PATH_DEPTH: Final = 64
+_FAST_PATH_CONTAINERS: Final = 4096
+
+_PLAIN: Final = 1  # the C encoder writes the value exactly as JSON.stringify does
+_SWAP_FLOATS: Final = 2  # ...once integral and non-finite floats are swapped for int and None
+
+_STR_ONLY: Final = frozenset({str})
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
+_CONTAINERS: Final = frozenset({dict, list, tuple})
+_JSON_TYPES: Final = _SCALARS | _CONTAINERS | {float}
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-def _fast_canonical_json(value: Any) -> str | None:
-    """The canonical text via the C encoder, or ``None`` when the exact encoder must decide."""
-    if _C_ENCODER is None or not _plain_json(value):
-        return None
+def _fast_text(value: Any) -> str | None:
+    """The canonical text via the C encoder, or ``None`` when the exact encoder must decide.
+
+    The text may still hold raw surrogate code points (see ``_javascript_surrogates``).
+    """
+    if not (
+        # the common case, checked first and cheaply: an object of str keys and plain scalars
+        type(value) is dict
+        and _STR_ONLY.issuperset(map(type, value))
+        and _SCALARS.issuperset(map(type, value.values()))
+    ):
+        verdict = _inspect(value)
+        if verdict is None:
+            return None
+        if verdict == _SWAP_FLOATS:
+            value = _with_javascript_floats(value)
     try:
-        return "".join(_C_ENCODER(value, 0))
-    except (RecursionError, ValueError):
+        text = "".join(_encode(value, False))
+    except (RecursionError, TypeError, ValueError):
+        return None  # deeper than this stack allows, or a value changed under us
+    if not text.isascii() and _ASTRAL.search(text) is not None and _has_astral_key(value):
+        return None  # JavaScript orders such keys by UTF-16 code units, Python by code point
+    return text
+
+
+def _inspect(value: Any) -> int | None:
+    """Whether the C encoder can write ``value``: ``_PLAIN``, ``_SWAP_FLOATS`` or ``None``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return _PLAIN
+    if kind is float:
+        return _float_verdict(value)
+    if kind not in _CONTAINERS:
         return None
+    verdict = _PLAIN
+    budget = _FAST_PATH_CONTAINERS
+    level: list[Any] = [value]
+    for _depth in range(_FAST_PATH_DEPTH):
+        budget -= len(level)
+        if budget < 0:
+            return None
+        below: list[Any] = []
+        for container in level:
+            if type(container) is dict:
+                if not _STR_ONLY.issuperset(map(type, container)):
+                    return None  # a non-str key (refused) or a str subclass (exact ordering)
+                items = container.values()
+            else:
+                items = container
+            kinds = set(map(type, items))
+            if kinds <= _SCALARS:
+                continue
+            if not kinds <= _JSON_TYPES:
+                return None
+            if float in kinds:
+                for item in items:
+                    if type(item) is float:
+                        item_verdict = _float_verdict(item)
+                        if item_verdict is None:
+                            return None
+                        verdict = max(verdict, item_verdict)
+            if not kinds.isdisjoint(_CONTAINERS):
+                below.extend(item for item in items if type(item) in _CONTAINERS)
+        if not below:
+            return verdict
+        level = below
+    return None
 
 
-def _plain_json(value: Any) -> bool:
-    """Whether the C encoder writes every part of ``value`` exactly as JSON.stringify does."""
+def _float_verdict(number: float) -> int | None:
+    if 1e-4 <= abs(number) < 1e16 and not number.is_integer():
+        return _PLAIN  # repr and ECMAScript agree on these: plain decimals, shortest digits
+    if not math.isfinite(number) or (number.is_integer() and abs(number) < 2**53):
+        return _SWAP_FLOATS
+    return None  # exponent notation or integral beyond 2**53: the exact encoder formats it
+
+
+def _with_javascript_floats(value: Any) -> Any:
+    """A copy of ``value`` (inspected: shallow, acyclic) with floats as JavaScript has them."""
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            return None
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {key: _with_javascript_floats(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_with_javascript_floats(item) for item in value]
+    return value
+
+
+def _has_astral_key(value: Any) -> bool:
+    """Whether any object in ``value`` (already inspected) has a key above U+FFFF."""
     stack = [value]
-    containers = 0
     while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is float:
-            # repr and ECMAScript agree on non-integral floats in [1e-4, 1e16): plain decimals.
-            if not 1e-4 <= abs(item) < 1e16 or item.is_integer():
-                return False
-            continue
-        containers += 1
-        if containers > _FAST_PATH_CONTAINERS:
-            return False
-        if kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    return False
-                if not key.isascii() and max(key) > "\uffff":
-                    return False  # UTF-16 order differs from code-point order for astral keys
-            stack.extend(item.values())
-        elif kind is list or kind is tuple:
-            stack.extend(item)
-        else:
-            return False
-    return True
+        container = stack.pop()
+        if type(container) is dict:
+            for key in container:
+                if not key.isascii() and _ASTRAL.search(key) is not None:
+                    return True
+            stack.extend(item for item in container.values() if type(item) in _CONTAINERS)
+        elif type(container) is list or type(container) is tuple:
+            stack.extend(item for item in container if type(item) in _CONTAINERS)
+    return False
+
+
+def _javascript_surrogates(text: str, *, escape: bool = True) -> str:
+    """``text`` as JavaScript reads it: a high and low surrogate side by side are one astral
+    character, and (with ``escape``) each unpaired surrogate is written ``\\udxxx``."""
+    if _SURROGATE.search(text) is None:
+        return text
+    paired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if not escape:
+        return paired
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", paired)
+
+
+# Look the codecs up now: a first use would import a module, and a check must not touch files.
+_javascript_surrogates("\ud800")
+"".encode("utf-16-be", "surrogatepass")
 
 
 @final
-class _Emit:
-    """A piece of output text, optionally leaving a container when written."""
+class _Text(str):
+    """Output text on the exact encoder's stack, told apart from a str value by its type."""
 
-    __slots__ = ("leave", "text")
-
-    def __init__(self, text: str, leave: int | None = None) -> None:
-        self.text = text
-        self.leave = leave
+    __slots__ = ()
 
 
-def _slow_canonical_json(value: Any) -> str:
+@final
+class _Leave(int):
+    """On the exact encoder's stack: the container with this id is written and closed."""
+
+    __slots__ = ()
+
+
+_COMMA: Final = _Text(",")
+_CLOSE_ARRAY: Final = _Text("]")
+_CLOSE_OBJECT: Final = _Text("}")
+
+
+def _exact_text(value: Any) -> str:
     """The exact encoder: iterative, so nesting depth is bounded by memory, not the C stack."""
     out: list[str] = []
     stack: list[Any] = [value]
-    active: set[int] = set()  # containers on the current path: seeing one again is a cycle
+    open_containers: set[int] = set()  # a container met again while it is open is a cycle
     while stack:
         item = stack.pop()
-        if type(item) is _Emit:
-            out.append(item.text)
-            if item.leave is not None:
-                active.discard(item.leave)
-            continue
-        if item is None:
-            out.append("null")
-        elif item is True:
-            out.append("true")
-        elif item is False:
-            out.append("false")
-        elif isinstance(item, str):
-            out.append(_encode_string(item))
-        elif isinstance(item, int):
-            out.append(_encode_int(item))
-        elif isinstance(item, float):
-            out.append(_encode_float(item))
+        kind = type(item)
+        if kind is _Text:
+            out.append(item)
+        elif kind is _Leave:
+            open_containers.discard(item)
         elif isinstance(item, (dict, list, tuple)):
             marker = id(item)
-            if marker in active:
+            if marker in open_containers:
                 raise ValueError(
-                    f"canonical_json: a {type(item).__name__} contains itself (a cyclic "
-                    "structure has no JSON form)"
+                    f"canonical_json: a {kind.__name__} contains itself (a cyclic structure has "
+                    "no JSON form)"
                 )
-            active.add(marker)
+            open_containers.add(marker)
+            stack.append(_Leave(marker))
             if isinstance(item, dict):
-                _push_object(item, stack, marker)
+                out.append("{")
+                stack.append(_CLOSE_OBJECT)
+                stack += reversed(_object_entries(item))
             else:
-                _push_array(item, stack, marker)
+                out.append("[")
+                stack.append(_CLOSE_ARRAY)
+                if item:
+                    interleaved: list[Any] = [_COMMA] * (2 * len(item) - 1)
+                    interleaved[::2] = item
+                    stack += reversed(interleaved)
         else:
-            raise _NotIdentifiable(
-                f"canonical_json: a value of type {type(item).__name__!r} has no JSON form"
-            )
+            out.append(_exact_scalar(item))
     return "".join(out)
 
 
-def _push_object(obj: dict[Any, Any], stack: list[Any], marker: int) -> None:
-    for key in obj:
-        if not isinstance(key, str):
-            raise _NotIdentifiable(
-                f"canonical_json: object keys must be str, got a key of type {type(key).__name__!r}"
+def _object_entries(obj: dict[Any, Any]) -> list[Any]:
+    """``obj`` as [key text, value, ',' key text, value, ...] in UTF-16 key order."""
+    keys = list(dict.keys(obj))
+    try:
+        ascii_keys = "".join(keys).isascii()
+    except TypeError:
+        offender = next(key for key in keys if not isinstance(key, str))
+        raise _NotIdentifiable(
+            "canonical_json: object keys must be str, got a key of type "
+            f"{type(offender).__name__!r}"
+        ) from None
+    if ascii_keys:
+        keys.sort()  # code point order is UTF-16 order for these
+        texts = [_exact_string(key) for key in keys]
+    else:
+        keys.sort(key=_utf16_order)
+        texts = [_exact_string(key) for key in keys]
+        if len(set(texts)) != len(texts):
+            raise ValueError(
+                "canonical_json: two keys of one object are the same key to JavaScript (a "
+                "surrogate pair held as two code points equals the astral character)"
             )
-    keys = sorted(obj, key=_utf16_order)
-    stack.append(_Emit("}", marker))
-    for index in range(len(keys) - 1, -1, -1):
-        key = keys[index]
-        stack.append(obj[key])
-        stack.append(_Emit(("{" if index == 0 else ",") + _encode_string(key) + ":"))
-    if not keys:
-        stack.append(_Emit("{"))
-
-
-def _push_array(items: list[Any] | tuple[Any, ...], stack: list[Any], marker: int) -> None:
-    stack.append(_Emit("]", marker))
-    for index in range(len(items) - 1, -1, -1):
-        stack.append(items[index])
-        if index:
-            stack.append(_Emit(","))
-    stack.append(_Emit("["))
+    entries: list[Any] = []
+    separator = ""
+    for key, text in zip(keys, texts, strict=True):
+        entries.append(_Text(separator + text + ":"))
+        entries.append(dict.__getitem__(obj, key))
+        separator = ","
+    return entries
 
 
 def _utf16_order(key: str) -> bytes:
@@ -340,19 +464,30 @@ def _utf16_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-# Look the codec up now: its first use would import a module, and a check must not touch files.
-_utf16_order("")
+def _exact_scalar(item: Any) -> str:
+    if item is None:
+        return "null"
+    if item is True:
+        return "true"
+    if item is False:
+        return "false"
+    if isinstance(item, str):
+        return _exact_string(item)
+    if isinstance(item, int):
+        return _exact_int(item)
+    if isinstance(item, float):
+        return _exact_float(item)
+    raise _NotIdentifiable(
+        f"canonical_json: a value of type {type(item).__name__!r} has no JSON form"
+    )
 
 
-def _encode_string(text: str) -> str:
+def _exact_string(text: str) -> str:
     encoded: str = json.encoder.encode_basestring(text)
-    if not encoded.isascii():
-        # JSON.stringify escapes lone surrogates; Python's encoder leaves them raw.
-        encoded = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
-    return encoded
+    return encoded if encoded.isascii() else _javascript_surrogates(encoded)
 
 
-def _encode_int(number: int) -> str:
+def _exact_int(number: int) -> str:
     try:
         return int.__repr__(number)
     except ValueError:
@@ -362,7 +497,7 @@ def _encode_int(number: int) -> str:
         ) from None
 
 
-def _encode_float(number: float) -> str:
+def _exact_float(number: float) -> str:
     """ECMAScript ``Number.prototype.toString``; NaN and the infinities become null."""
     if not math.isfinite(number):
         return "null"
@@ -464,6 +599,14 @@ def _field(source: object, name: str) -> Any:
 # The brake
 
 
+# A session's streak is one int: the current call's SHA-256 digest in the low 256 bits and how
+# many times in a row it was made above them. One small object per session (about 60 bytes) keeps
+# 100,000 sessions within 256 bytes each, session-id string and dict slot included.
+_STREAK_DIGEST_BITS: Final = 256
+_STREAK_DIGEST_MASK: Final = (1 << _STREAK_DIGEST_BITS) - 1
+_STREAK_COUNT_UNIT: Final = 1 << _STREAK_DIGEST_BITS
+
+
 @final
 class LoopBrake:
     """Counts consecutive identical calls per session and denies the ``max_repeats``-th one."""
@@ -473,8 +616,8 @@ class LoopBrake:
     def __init__(self, max_repeats: int = DEFAULT_MAX_REPEATS) -> None:
         self._max_repeats = normalize_max_repeats(max_repeats, source="LoopBrake(max_repeats=...)")
         self._lock = threading.Lock()
-        # session id -> (digest of the current call, how many times in a row it was made)
-        self._streaks: dict[str, tuple[bytes, int]] = {}
+        # session id -> its streak, packed in one int (see _STREAK_COUNT_UNIT)
+        self._streaks: dict[str, int] = {}
         self._warned: set[str] = set()
 
     @property
@@ -484,6 +627,10 @@ class LoopBrake:
 
     def check(self, tool_name: str, args: Any, *, session_id: str = "default") -> int:
         """Count this call; return the streak, or raise ``LoopBrakeError`` when it is denied."""
+        if not isinstance(tool_name, str):
+            raise TypeError(
+                f"loop brake: the tool name must be a str, got {type(tool_name).__name__}"
+            )
         try:
             digest = _call_digest(tool_name, args)
         except (TypeError, ValueError) as error:
@@ -493,10 +640,14 @@ class LoopBrake:
                 self._streaks.pop(session_id, None)
             self._warn_unidentifiable(tool_name, error)
             return 0
+        call = int.from_bytes(digest, "big")
         with self._lock:
-            previous = self._streaks.get(session_id)
-            count = previous[1] + 1 if previous is not None and previous[0] == digest else 1
-            self._streaks[session_id] = (digest, count)
+            streak = self._streaks.get(session_id, 0)
+            if streak & _STREAK_DIGEST_MASK != call:
+                streak = call  # another call: a new streak, counted from zero
+            streak += _STREAK_COUNT_UNIT
+            self._streaks[session_id] = streak
+        count = streak >> _STREAK_DIGEST_BITS
         if count >= self._max_repeats:
             raise LoopBrakeError(tool_name, count, self._max_repeats, digest.hex(), session_id)
         return count
@@ -504,10 +655,11 @@ class LoopBrake:
     def streak(self, session_id: str) -> tuple[str, int] | None:
         """The session's current call (hash prefix) and its count, or ``None``."""
         with self._lock:
-            current = self._streaks.get(session_id)
-        if current is None:
+            streak = self._streaks.get(session_id)
+        if streak is None:
             return None
-        return current[0][: _HASH_PREFIX_LENGTH // 2].hex(), current[1]
+        digest = format(streak & _STREAK_DIGEST_MASK, "064x")
+        return digest[:_HASH_PREFIX_LENGTH], streak >> _STREAK_DIGEST_BITS
 
     def reset(self, session_id: str | None = None) -> None:
         """Forget one session's streak, or every session's."""

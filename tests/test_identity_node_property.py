@@ -1,0 +1,138 @@
+"""Random JSON values: canonical_json agrees with JavaScript (SPEC §1).
+
+One Node process (tests/golden/make_golden.mjs --lines) serves the whole hypothesis run: each
+example is one line in and one line out, so failures still shrink to a minimal value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dsh_loop_brake import canonical_json
+
+SCRIPT = Path(__file__).parent / "golden" / "make_golden.mjs"
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+# Characters where JSON.stringify and Python differ most: controls, quote, backslash, DEL, line
+# separators, surrogates (paired and lone), the top of the BMP and astral planes.
+_INTERESTING = st.sampled_from(
+    [chr(c) for c in range(0x20)]
+    + ['"', "\\", "/", "\x7f", "\x85", "\u2028", "\u2029", "\ufeff", "\uffff", "\ue000"]
+    + ["\ud800", "\udbff", "\udc00", "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\u00e9"]
+    # a surrogate pair held as two code points is the astral character to JavaScript
+    + ["\ud83d\ude00", "\udbff\udfff"]
+)
+_TEXT = st.lists(
+    st.one_of(st.characters(codec=None, categories=None), _INTERESTING), max_size=10
+).map("".join)
+
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e21, 1e-7, 5e-324, 1.7976931348623157e308, 2.0**53, 2.0**60]),
+    st.integers(-(2**60), 2**60).map(float),
+    st.integers(-330, 310).map(lambda e: 10.0**e if -308 <= e <= 308 else 5e-324),
+)
+_INTS = st.one_of(st.integers(-(2**53), 2**53), st.integers(), st.integers(-(2**80), 2**80))
+
+
+def _utf16(text: str) -> bytes:
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def _objects(values: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    # Keys unique as JavaScript sees them: a pair held as two code points equals the astral
+    # character, and an object with the same key twice has no JSON form (tested elsewhere).
+    pairs = st.lists(st.tuples(_TEXT, values), max_size=6, unique_by=lambda kv: _utf16(kv[0]))
+    return pairs.map(dict)
+
+
+_LEAVES = st.one_of(st.none(), st.booleans(), _INTS, _FLOATS, _TEXT)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.lists(children, max_size=5).map(tuple),
+        _objects(children),
+    ),
+    max_leaves=25,
+)
+
+
+def to_tagged(value: Any) -> Any:
+    """``value`` in the tagged JSON the reference script reads (see make_golden.mjs)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        if abs(value) <= 2**53 - 1:
+            return value
+        return {"$py": "int", "digits": str(value)}
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"$py": "float", "value": "nan"}
+        if math.isinf(value):
+            return {"$py": "float", "value": "inf" if value > 0 else "-inf"}
+        return value
+    if isinstance(value, (list, tuple)):
+        return [to_tagged(item) for item in value]
+    if "$py" in value:
+        return {"$py": "object", "pairs": [[k, to_tagged(v)] for k, v in value.items()]}
+    return {key: to_tagged(item) for key, item in value.items()}
+
+
+class NodeReference:
+    """A running ``make_golden.mjs --lines``: one value in, its canonical JSON out."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            ["node", str(SCRIPT), "--lines"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+
+    def canonical(self, value: Any) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        line = json.dumps(to_tagged(value), ensure_ascii=True, allow_nan=False)
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, "the Node reference process stopped"
+        text: str = json.loads(answer)
+        return text
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[NodeReference]:
+    reference = NodeReference()
+    yield reference
+    reference.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_VALUES)
+def test_random_values_match_javascript(node: NodeReference, value: Any) -> None:
+    assert canonical_json(value) == node.canonical(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.lists(_TEXT, min_size=2, max_size=8, unique_by=_utf16))
+def test_random_keys_sort_as_javascript_sorts_them(node: NodeReference, keys: list[str]) -> None:
+    value = {key: index for index, key in enumerate(keys)}
+    assert canonical_json(value) == node.canonical(value)
