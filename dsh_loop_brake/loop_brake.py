@@ -187,17 +187,33 @@ def hash_prefix(call_hash: str) -> str:
 def _call_digest(tool_name: str, args: Any) -> bytes:
     if not isinstance(tool_name, str):
         raise TypeError(f"call_hash: the tool name must be a str, got {type(tool_name).__name__}")
+    return _digest(tool_name, args)
+
+
+def _digest(tool_name: str, args: Any) -> bytes:
+    """The SHA-256 digest of the call; raises TypeError or ValueError for unidentifiable args."""
     text = _fast_text(args)
     if text is not None:
         try:
-            return hashlib.sha256(f"{tool_name}\n{text}".encode()).digest()
+            return _sha256_of_call(tool_name, text)
         except UnicodeEncodeError:
             pass  # a surrogate code point, in the arguments or the tool name: see below
     text = _exact_text(args) if text is None else _javascript_surrogates(text)
     # canonical text is valid UTF-8 now; a tool name with unpaired surrogates (not valid Unicode)
     # keeps them distinct, as surrogatepass bytes, rather than merging them into one U+FFFD.
     name = _javascript_surrogates(tool_name, escape=False)
-    return hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\n" + text.encode()).digest()
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\n")
+    digest.update(text.encode())
+    return digest.digest()
+
+
+def _sha256_of_call(tool_name: str, text: str) -> bytes:
+    if len(text) < 65536:
+        return hashlib.sha256(f"{tool_name}\n{text}".encode()).digest()
+    # A large call is hashed in two pieces rather than through a third copy of its text.
+    digest = hashlib.sha256(f"{tool_name}\n".encode())
+    digest.update(text.encode())
+    return digest.digest()
 
 
 def _refuse(value: Any) -> Any:
@@ -235,9 +251,9 @@ else:  # pragma: no cover - other Pythons: the same rules through the pure-Pytho
         default=_refuse,
     ).iterencode
 
-# How far _inspect walks before leaving a value to the exact encoder (it also bounds cycles).
-_FAST_PATH_DEPTH: Final = 64
-_FAST_PATH_CONTAINERS: Final = 4096
+# How many containers _inspect looks at before leaving a value to the exact encoder. It bounds
+# the walk on cycles, and the depth the C encoder (which recurses) is given.
+_FAST_PATH_CONTAINERS: Final = 1000
 
 _PLAIN: Final = 1  # the C encoder writes the value exactly as JSON.stringify does
 _SWAP_FLOATS: Final = 2  # ...once integral and non-finite floats are swapped for int and None
@@ -255,28 +271,26 @@ def _fast_text(value: Any) -> str | None:
 
     The text may still hold raw surrogate code points (see ``_javascript_surrogates``).
     """
-    if not (
-        # the common case, checked first and cheaply: an object of str keys and plain scalars
-        type(value) is dict
-        and _STR_ONLY.issuperset(map(type, value))
-        and _SCALARS.issuperset(map(type, value.values()))
-    ):
-        verdict = _inspect(value)
-        if verdict is None:
-            return None
-        if verdict == _SWAP_FLOATS:
-            value = _with_javascript_floats(value)
+    verdict = _inspect(value)
+    if verdict is None:
+        return None
+    if verdict == _SWAP_FLOATS:
+        value = _with_javascript_floats(value)
     try:
         text = "".join(_encode(value, False))
     except (RecursionError, TypeError, ValueError):
         return None  # deeper than this stack allows, or a value changed under us
-    if not text.isascii() and _ASTRAL.search(text) is not None and _has_astral_key(value):
+    if not text.isascii() and _has_astral_key(value):
         return None  # JavaScript orders such keys by UTF-16 code units, Python by code point
     return text
 
 
 def _inspect(value: Any) -> int | None:
-    """Whether the C encoder can write ``value``: ``_PLAIN``, ``_SWAP_FLOATS`` or ``None``."""
+    """Whether the C encoder can write ``value``: ``_PLAIN``, ``_SWAP_FLOATS`` or ``None``.
+
+    A container of str keys and plain scalars costs two passes in C; Python looks item by item
+    only into containers that hold floats or other containers.
+    """
     kind = type(value)
     if kind in _SCALARS:
         return _PLAIN
@@ -285,38 +299,35 @@ def _inspect(value: Any) -> int | None:
     if kind not in _CONTAINERS:
         return None
     verdict = _PLAIN
+    pending = [value]
     budget = _FAST_PATH_CONTAINERS
-    level: list[Any] = [value]
-    for _depth in range(_FAST_PATH_DEPTH):
-        budget -= len(level)
-        if budget < 0:
-            return None
-        below: list[Any] = []
-        for container in level:
-            if type(container) is dict:
-                if not _STR_ONLY.issuperset(map(type, container)):
-                    return None  # a non-str key (refused) or a str subclass (exact ordering)
-                items = container.values()
-            else:
-                items = container
-            kinds = set(map(type, items))
-            if kinds <= _SCALARS:
+    while pending:
+        container = pending.pop()
+        if type(container) is dict:
+            if not _STR_ONLY.issuperset(map(type, container)):
+                return None  # a non-str key (refused) or a str subclass (exact ordering)
+            items = container.values()
+        else:
+            items = container
+        if _SCALARS.issuperset(map(type, items)):
+            continue
+        for item in items:
+            kind = type(item)
+            if kind in _SCALARS:
                 continue
-            if not kinds <= _JSON_TYPES:
+            if kind in _CONTAINERS:
+                budget -= 1
+                if budget < 0:
+                    return None  # large, deep or cyclic: the exact encoder decides
+                pending.append(item)
+            elif kind is float:
+                item_verdict = _float_verdict(item)
+                if item_verdict is None:
+                    return None
+                verdict = max(verdict, item_verdict)
+            else:
                 return None
-            if float in kinds:
-                for item in items:
-                    if type(item) is float:
-                        item_verdict = _float_verdict(item)
-                        if item_verdict is None:
-                            return None
-                        verdict = max(verdict, item_verdict)
-            if not kinds.isdisjoint(_CONTAINERS):
-                below.extend(item for item in items if type(item) in _CONTAINERS)
-        if not below:
-            return verdict
-        level = below
-    return None
+    return verdict
 
 
 def _float_verdict(number: float) -> int | None:
@@ -343,16 +354,16 @@ def _with_javascript_floats(value: Any) -> Any:
 
 def _has_astral_key(value: Any) -> bool:
     """Whether any object in ``value`` (already inspected) has a key above U+FFFF."""
-    stack = [value]
-    while stack:
-        container = stack.pop()
+    pending = [value]
+    while pending:
+        container = pending.pop()
         if type(container) is dict:
-            for key in container:
-                if not key.isascii() and _ASTRAL.search(key) is not None:
-                    return True
-            stack.extend(item for item in container.values() if type(item) in _CONTAINERS)
-        elif type(container) is list or type(container) is tuple:
-            stack.extend(item for item in container if type(item) in _CONTAINERS)
+            keys = "".join(container)
+            if not keys.isascii() and _ASTRAL.search(keys) is not None:
+                return True
+            container = container.values()
+        if not _SCALARS.issuperset(map(type, container)):
+            pending += [item for item in container if type(item) in _CONTAINERS]
     return False
 
 
@@ -632,7 +643,7 @@ class LoopBrake:
                 f"loop brake: the tool name must be a str, got {type(tool_name).__name__}"
             )
         try:
-            digest = _call_digest(tool_name, args)
+            digest = _digest(tool_name, args)
         except (TypeError, ValueError) as error:
             # Fail open: a brake must never block real work it cannot judge. The call is a
             # different call from whatever came before, so the streak ends here.
