@@ -13,9 +13,10 @@ reported through ``on_problem`` and skipped, so one truncated line never costs t
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Final, NamedTuple, final
+from typing import IO, Any, Final, NamedTuple, cast, final
 
 from dsh_loop_brake.replay.errors import ReaderError
 
@@ -140,6 +141,15 @@ def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: _Probl
     return _from_lines(file, path, shown, format, problems)
 
 
+# The json module's scanner (its C implementation): json.loads without the per-call wrapping.
+_SCAN: Final = cast(
+    "Callable[[str, int], tuple[Any, int]]",
+    json.scanner.make_scanner(json.JSONDecoder()),  # type: ignore[arg-type]
+)
+_UNSCANNED: Final = object()
+_new_call: Final = tuple.__new__  # RecordedCall(...) without the Python-level __new__: per call
+
+
 class _JsonLines:
     """Marker: the document parser found JSON Lines, not one document."""
 
@@ -219,14 +229,14 @@ def _from_lines(
     file: IO[bytes], path: Path, shown: str, format: str, problems: _Problems
 ) -> Transcript:
     """A transcript read line by line; the first lines decide the format when asked to."""
-    lines = _lines(file)
+    values = _json_values(file)
     peeked: list[tuple[int, Any]] = []
     deferred: list[tuple[int, str]] = []  # bad lines seen while peeking; reported if we go on
     kind: str | None = None
     nonblank = 0
     flavour: str | None = None
     label = format
-    for number, value, reason in _json_values(lines):
+    for number, value, reason in values:
         nonblank += 1
         if reason is not None:
             deferred.append((number, reason))
@@ -260,7 +270,7 @@ def _from_lines(
         format = _CHAT if label in ("openai", "anthropic") else label
     for number, reason in deferred:
         problems.at(number, reason)
-    records = _chain_records(peeked, lines, problems)
+    records = _chain_records(peeked, values, problems)
     sessions = _Sessions()
     calls: Iterator[RecordedCall]
     if format == "jsonl":
@@ -272,9 +282,15 @@ def _from_lines(
     return Transcript(shown, label, sessions.names, _finish(calls, file, shown, problems))
 
 
-def _lines(file: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, line) pairs; ``None`` for a line over MAX_LINE_BYTES (skipped, not held)."""
+def _json_values(file: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, value, None) per JSON line, (line number, None, reason) per bad one.
+
+    A line over MAX_LINE_BYTES is skipped without being held. Lines are decoded as UTF-8 and
+    scanned with the json module's own C scanner; anything it does not take whole goes through
+    ``json.loads``, which decides and words the error.
+    """
     readline = file.readline
+    scan = _SCAN
     number = 0
     while True:
         line = readline(MAX_LINE_BYTES + 1)
@@ -287,36 +303,43 @@ def _lines(file: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
                 rest = readline(1 << 20)
                 if not rest or rest.endswith(b"\n"):
                     break
-            yield number, None
-            continue
-        yield number, line
-
-
-def _json_values(
-    lines: Iterable[tuple[int, bytes | None]],
-) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, value, None) per JSON line, (line number, None, reason) per bad one."""
-    loads = json.loads
-    for number, line in lines:
-        if line is None:
             yield number, None, f"longer than the line limit of {_size(MAX_LINE_BYTES)}"
             continue
         try:
-            yield number, loads(line), None
-        except ValueError as error:
-            if not line.strip():
+            text = line.decode()
+        except UnicodeDecodeError:
+            yield number, None, "not UTF-8 text"
+            continue
+        try:
+            value, end = scan(text, 0)
+            if end != len(text) and not text[end:].isspace():
+                value = _UNSCANNED
+        except (StopIteration, ValueError, RecursionError):
+            value = _UNSCANNED
+        if value is _UNSCANNED:
+            if number == 1 and text.startswith("\ufeff"):
+                text = text[1:]  # a UTF-8 byte order mark
+            if not text.strip():
                 continue
-            yield number, None, _json_error(error)
-        except RecursionError:
-            yield number, None, "JSON nested too deeply"
+            try:
+                value = json.loads(text)
+            except ValueError as error:
+                yield number, None, _json_error(error)
+                continue
+            except RecursionError:
+                yield number, None, "JSON nested too deeply"
+                continue
+        yield number, value, None
 
 
 def _chain_records(
-    peeked: list[tuple[int, Any]], lines: Iterator[tuple[int, bytes | None]], problems: _Problems
+    peeked: list[tuple[int, Any]],
+    values: Iterator[tuple[int, Any, str | None]],
+    problems: _Problems,
 ) -> Iterator[tuple[int, Any]]:
     yield from peeked
     peeked.clear()
-    for number, value, reason in _json_values(lines):
+    for number, value, reason in values:
         if reason is None:
             yield number, value
         else:
@@ -470,7 +493,7 @@ def _calls_from_records(
                 where, f"not a call (its session is a JSON {_json_type(label)}, not a string)"
             )
             continue
-        yield RecordedCall(index, tool, arguments)
+        yield _new_call(RecordedCall, (index, tool, arguments))
 
 
 def _claude_calls(
@@ -516,7 +539,7 @@ def _claude_calls(
                 if block_id in ids:
                     continue  # the same entry logged again: one call
                 ids.add(block_id)
-            yield RecordedCall(index, tool, block.get("input", {}))
+            yield _new_call(RecordedCall, (index, tool, block.get("input", {})))
 
 
 def _chat_lines(
@@ -577,18 +600,18 @@ def _message_calls(
                 if call is None:
                     problems.at(where, "a tool call without a function name")
                     continue
-                yield RecordedCall(index, call[0], call[1])
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
         legacy = message.get("function_call")
         if legacy is not None:
             call = _openai_function(legacy)
             if call is None:
                 problems.at(where, "a function_call without a name")
             else:
-                yield RecordedCall(index, call[0], call[1])
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
         if message.get("type") == "function_call":
             call = _openai_function(message)
             if call is not None:
-                yield RecordedCall(index, call[0], call[1])
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
     if format != "openai":
         content = message.get("content")
         if type(content) is list:
@@ -599,7 +622,7 @@ def _message_calls(
                 if type(tool) is not str or not tool:
                     problems.at(where, "a tool_use block without a name")
                     continue
-                yield RecordedCall(index, tool, block.get("input", {}))
+                yield _new_call(RecordedCall, (index, tool, block.get("input", {})))
 
 
 def _openai_function(function: Any) -> tuple[str, Any] | None:

@@ -47,7 +47,7 @@ class _Tally:
         self.calls = 0
         self.denied = 0
         self.longest = 0
-        self.distinct: set[str] = set()
+        self.distinct: set[int] = set()  # 48-bit hash prefixes: ints are half the size of str
         self.first_denial: FirstDenial | None = None
 
 
@@ -105,7 +105,7 @@ class _Lane:
         if current is None:
             return  # arguments the brake could not identify: allowed, not counted
         prefix, count = current
-        tally.distinct.add(prefix)
+        tally.distinct.add(int(prefix, 16))
         if count > tally.longest:
             tally.longest = count
         error = result.error

@@ -1,0 +1,457 @@
+"""Replay throughput and memory: calls per second side by side with the floor of parsing the files.
+
+    python benchmarks/replay.py [--calls N] [--repeats N] [--quick] [--big-mb MB]
+
+Generates one corpus of N recorded tool calls (default 100,000) and writes it three times, once
+per transcript format, as agents' tools write them:
+
+* ``jsonl``: one call per line (``{"session", "tool", "args", "call_id"}``), 20 files with
+  interleaved sessions: the smallest lines a call can have, so the hardest case for the ratio;
+* ``claude-code``: Claude Code session logs (an assistant entry with the ``tool_use`` and a user
+  entry with its ``tool_result`` per call, with the metadata Claude Code writes), one file per
+  session;
+* ``openai``: ``.json`` files, each a tau-bench-style list of sessions whose assistant messages
+  carry ``tool_calls`` (arguments as JSON strings) followed by the tool results.
+
+For each format it times, back to back in every repeat (so the ratios compare like with like):
+
+* the floor: merely parsing the same files with the standard library -- ``json.loads`` of every
+  line of a JSON Lines file (read as text), ``json.loads`` of a whole ``.json`` file;
+* the readers alone (``open_transcript`` over every file: parsing plus finding the calls);
+* the full replay: every call through ``Harness.execute`` with the loop-brake plugin applied, stub
+  tools, and the report's bookkeeping (``Replayer``, one event loop for the whole run).
+
+Medians over the repeats; target (issue 5): replay <= 4x the parse floor. Memory: the peak of
+Python allocations (tracemalloc) during one replay of each corpus, and the peak resident size of
+``dsh-loop-brake replay`` processes on JSON Lines files of growing size -- flat, because a JSON
+Lines file is read line by line and a session keeps one streak slot and its distinct-call set.
+``--big-mb 1024`` adds a 1 GB file to that series (takes minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dsh_loop_brake.harness import Row
+from dsh_loop_brake.replay import Replayer, open_transcript
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FILES = 20
+ROW = Row(id="loop-brake", name="dsh-loop-brake", config={"maxRepeats": 3})
+
+# --------------------------------------------------------------------------------------------
+# The corpus: sessions of realistic calls, a few of them stuck in a loop
+
+_DIRS = ["src/api", "src/core", "src/db", "tests", "docs", "scripts", "src/ui/components"]
+_WORDS = ["config", "session", "retry", "timeout", "parse", "cache", "user", "invoice", "token"]
+
+
+def _call(rng: random.Random) -> tuple[str, dict[str, Any]]:
+    path = f"/home/dev/app/{rng.choice(_DIRS)}/{rng.choice(_WORDS)}_{rng.randrange(40)}.py"
+    kind = rng.randrange(7)
+    if kind == 0:
+        return "Read", {"file_path": path, "offset": rng.randrange(0, 400, 20), "limit": 200}
+    if kind == 1:
+        pattern = f"def {rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
+        return "Grep", {"pattern": pattern, "path": "src", "output_mode": "content", "-n": True}
+    if kind == 2:
+        test = f"tests/test_{rng.choice(_WORDS)}.py"
+        return "Bash", {"command": f"pytest -q {test} -x", "description": "Run the tests"}
+    if kind == 3:
+        old = f"    return {rng.choice(_WORDS)}(value)"
+        new = f"    return {rng.choice(_WORDS)}(value, strict=True)"
+        return "Edit", {"file_path": path, "old_string": old, "new_string": new}
+    if kind == 4:
+        return "Glob", {"pattern": f"{rng.choice(_DIRS)}/**/*.py"}
+    if kind == 5:
+        query = f"python {rng.choice(_WORDS)} {rng.choice(_WORDS)} best practice"
+        return "web_search", {"query": query, "num_results": 5}
+    return "TodoWrite", {
+        "todos": [
+            {
+                "content": f"check {rng.choice(_WORDS)}",
+                "status": "pending",
+                "id": str(rng.randrange(9)),
+            }
+        ]
+    }
+
+
+def corpus(calls: int, seed: int = 5) -> list[list[tuple[str, dict[str, Any]]]]:
+    """Sessions of 40-400 calls summing to ``calls``; about one in twelve gets stuck for a while."""
+    rng = random.Random(seed)
+    sessions: list[list[tuple[str, dict[str, Any]]]] = []
+    left = calls
+    while left:
+        size = min(left, rng.randrange(40, 400))
+        session: list[tuple[str, dict[str, Any]]] = []
+        while len(session) < size:
+            call = _call(rng)
+            repeat = rng.randrange(5, 30) if rng.random() < 0.01 else 1  # a loop
+            session.extend([call] * min(repeat, size - len(session)))
+        sessions.append(session)
+        left -= size
+    return sessions
+
+
+def _result(rng: random.Random, tool: str) -> str:
+    lines = rng.randrange(3, 30)
+    return "\n".join(
+        f"{n:>6}\t{rng.choice(_WORDS)} = {rng.choice(_WORDS)}({n})" for n in range(lines)
+    )
+
+
+def write_jsonl(sessions: list[list[tuple[str, Any]]], directory: Path) -> None:
+    """The jsonl files: each holds a 20th of the sessions, their calls interleaved at random."""
+    directory.mkdir(parents=True)
+    rng = random.Random(1)
+    serial = 0
+    for number in range(FILES):
+        group = sessions[number::FILES]
+        pending = [(f"agent-{number:02d}-{i:03d}", iter(s)) for i, s in enumerate(group)]
+        with open(directory / f"calls-{number:02d}.jsonl", "w", encoding="utf-8") as out:
+            while pending:
+                slot = rng.randrange(len(pending))
+                name, stream = pending[slot]
+                call = next(stream, None)
+                if call is None:
+                    pending.pop(slot)
+                    continue
+                serial += 1
+                record = {"session": name, "tool": call[0], "args": call[1], "call_id": str(serial)}
+                out.write(json.dumps(record) + "\n")
+
+
+def write_claude_code(sessions: list[list[tuple[str, Any]]], directory: Path) -> None:
+    directory.mkdir(parents=True)
+    rng = random.Random(2)
+    for number, session in enumerate(sessions):
+        sid = f"{number:08x}-7425-40de-944b-e07fc1f90ae7"
+        common = {
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/home/dev/app",
+            "sessionId": sid,
+            "version": "1.0.98",
+            "gitBranch": "main",
+        }
+        parent = None
+        with open(directory / f"{sid}.jsonl", "w", encoding="utf-8") as out:
+            for index, (tool, args) in enumerate(session):
+                tool_id = f"toolu_01{number:06d}{index:06d}AbCdEfGh"
+                uuid = f"{number:08x}-0000-4000-8000-{2 * index:012d}"
+                entry = {
+                    "parentUuid": parent,
+                    **common,
+                    "type": "assistant",
+                    "message": {
+                        "id": f"msg_01{number:06d}{index:06d}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-20250514",
+                        "content": [
+                            {"type": "tool_use", "id": tool_id, "name": tool, "input": args}
+                        ],
+                        "stop_reason": "tool_use",
+                        "stop_sequence": None,
+                        "usage": {
+                            "input_tokens": 4,
+                            "cache_read_input_tokens": 20311,
+                            "output_tokens": 112,
+                            "service_tier": "standard",
+                        },
+                    },
+                    "requestId": f"req_011C{number:06d}{index:06d}",
+                    "uuid": uuid,
+                    "timestamp": "2025-09-02T10:00:00.000Z",
+                }
+                result_uuid = f"{number:08x}-0000-4000-8000-{2 * index + 1:012d}"
+                text = _result(rng, tool)
+                result = {
+                    "parentUuid": uuid,
+                    **common,
+                    "type": "user",
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {"tool_use_id": tool_id, "type": "tool_result", "content": text}
+                        ],
+                    },
+                    "uuid": result_uuid,
+                    "timestamp": "2025-09-02T10:00:01.000Z",
+                    "toolUseResult": {"stdout": text, "stderr": "", "interrupted": False},
+                }
+                parent = result_uuid
+                out.write(json.dumps(entry, separators=(",", ":")) + "\n")
+                out.write(json.dumps(result, separators=(",", ":")) + "\n")
+
+
+def write_openai(sessions: list[list[tuple[str, Any]]], directory: Path) -> None:
+    directory.mkdir(parents=True)
+    rng = random.Random(3)
+    for number in range(FILES):
+        results = []
+        for index, session in enumerate(sessions[number::FILES]):
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": "You are a coding agent. Use the tools."},
+                {"role": "user", "content": "Fix the failing test and explain the change."},
+            ]
+            for serial, (tool, args) in enumerate(session):
+                call_id = f"call_{number:02d}{index:04d}{serial:05d}"
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": tool, "arguments": json.dumps(args)},
+                            }
+                        ],
+                    }
+                )
+                messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": _result(rng, tool)}
+                )
+            results.append({"task_id": f"{number}-{index}", "reward": 1.0, "traj": messages})
+        (directory / f"results-{number:02d}.json").write_text(json.dumps(results), "utf-8")
+
+
+def write_corpus(sessions: list[list[tuple[str, Any]]], root: Path) -> dict[str, list[Path]]:
+    write_jsonl(sessions, root / "jsonl")
+    write_claude_code(sessions, root / "claude-code")
+    write_openai(sessions, root / "openai")
+    return {fmt: sorted((root / fmt).iterdir()) for fmt in ("jsonl", "claude-code", "openai")}
+
+
+# --------------------------------------------------------------------------------------------
+# What is timed
+
+
+def parse_floor(files: list[Path]) -> int:
+    """Merely parse the files with the standard library; returns the JSON values read."""
+    values = 0
+    loads = json.loads
+    for path in files:
+        if path.suffix == ".json":
+            loads(path.read_bytes())
+            values += 1
+            continue
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                loads(line)
+                values += 1
+    return values
+
+
+def read_only(files: list[Path]) -> int:
+    """The readers alone: parse and find every call; returns the calls found."""
+    calls = 0
+    for path in files:
+        for _ in open_transcript(path):
+            calls += 1
+    return calls
+
+
+def replay(files: list[Path]) -> int:
+    """The full replay through the harness; returns the calls the brake would deny."""
+
+    async def run(replayer: Replayer) -> None:
+        for path in files:
+            await replayer.replay(open_transcript(path))
+
+    with Replayer(ROW) as replayer:
+        asyncio.run(run(replayer))
+        return replayer.report().totals.denied
+
+
+def timed(fn: Callable[[list[Path]], int], files: list[Path]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn(files)
+    return time.perf_counter() - start
+
+
+def peak_traced(fn: Callable[[list[Path]], int], files: list[Path]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn(files)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Resident memory of the command on growing JSON Lines files
+
+_CHILD = """
+import contextlib, os, resource, sys
+sys.path.insert(0, {root!r})
+from dsh_loop_brake.cli import main
+with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+    code = main(["replay", "--json", "--max-repeats", "3", {path!r}])
+peak = None
+try:  # Linux: this process's own high-water mark (ru_maxrss would include the parent's, as
+    # the kernel carries it across exec)
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) * 1024
+except OSError:
+    pass
+if peak is None:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak *= 1 if sys.platform == "darwin" else 1024
+print(code, peak)
+"""
+
+
+def peak_rss_of_replay(path: Path) -> tuple[int, float]:
+    """(peak resident bytes, seconds) of one ``replay --json`` process on ``path``."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(root=str(REPO_ROOT), path=str(path))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    code, peak = done.stdout.split()
+    assert code in ("0", "1"), done.stderr
+    return int(peak), time.perf_counter() - start
+
+
+def fleet_log(path: Path, megabytes: int, seed: int = 9) -> int:
+    """A JSON Lines log of a fleet of 200 agents running for a long time, ``megabytes`` big.
+
+    Each agent works on its own project, so its calls repeat the way real agents' do (the same
+    files are read and searched again); the file grows, the distinct calls per agent level off.
+    """
+    rng = random.Random(seed)
+    pools = []
+    for agent in range(200):
+        local = random.Random(seed * 1000 + agent)
+        pools.append([_call(local) for _ in range(2000)])
+    limit = megabytes * 1024 * 1024
+    written = calls = 0
+    with open(path, "w", encoding="utf-8") as out:
+        while written < limit:
+            chunk = []
+            for _ in range(10_000):
+                agent = rng.randrange(200)
+                tool, args = rng.choice(pools[agent])
+                calls += 1
+                chunk.append(
+                    json.dumps(
+                        {
+                            "session": f"agent-{agent:03d}",
+                            "tool": tool,
+                            "args": args,
+                            "call_id": str(calls),
+                        }
+                    )
+                )
+            text = "\n".join(chunk) + "\n"
+            out.write(text)
+            written += len(text)
+    return calls
+
+
+def distinct_call_bytes(root: Path, calls: int = 50_000) -> float:
+    """Extra bytes one session holds per distinct call: all-distinct minus all-identical calls."""
+    peaks = []
+    for name, vary in (("same", False), ("distinct", True)):
+        path = root / f"one-session-{name}.jsonl"
+        with open(path, "w", encoding="utf-8") as out:
+            for n in range(calls):
+                args = {"query": f"weather in city {n if vary else 0}"}
+                out.write(json.dumps({"session": "s", "tool": "search", "args": args}) + "\n")
+        peaks.append(peak_traced(replay, [path]))
+        path.unlink()
+    return (peaks[1] - peaks[0]) / calls
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="20,000 calls, 2 repeats")
+    parser.add_argument("--big-mb", type=int, default=0, help="add a JSONL file this big")
+    options = parser.parse_args()
+    if options.quick:
+        options.calls, options.repeats = 20_000, 2
+
+    print(f"Python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs")
+    sessions = corpus(options.calls)
+    with tempfile.TemporaryDirectory(prefix="dsh-replay-bench-") as temp:
+        root = Path(temp)
+        files = write_corpus(sessions, root)
+        print(
+            f"corpus: {options.calls:,} calls in {len(sessions)} sessions; "
+            f"{options.repeats} repeats, medians\n"
+        )
+        header = (
+            f"{'format':<12} {'files':>5} {'MB':>7} {'floor calls/s':>14} "
+            f"{'readers':>10} {'replay calls/s':>15} {'replay/floor':>13} {'peak MB':>8}"
+        )
+        print(header)
+        print("-" * len(header))
+        for fmt, paths in files.items():
+            found = read_only(paths)
+            assert found == options.calls, (fmt, found)
+            floor, reader, full = [], [], []
+            for _ in range(options.repeats):
+                floor.append(timed(parse_floor, paths))
+                reader.append(timed(read_only, paths))
+                full.append(timed(replay, paths))
+            f, r, p = (statistics.median(x) for x in (floor, reader, full))
+            size = sum(path.stat().st_size for path in paths) / 1e6
+            peak = peak_traced(replay, paths) / 1e6
+            n = options.calls
+            print(
+                f"{fmt:<12} {len(paths):>5} {size:>7.1f} {n / f:>14,.0f} {f'{r / f:.2f}x':>10} "
+                f"{n / p:>15,.0f} {f'{p / f:.2f}x':>13} {peak:>8.1f}"
+            )
+        print("\nreaders: the readers' time over the floor; replay/floor: the full replay's.")
+
+        held = distinct_call_bytes(root)
+        print(f"\nA session holds about {held:.0f} bytes per distinct call (for distinctCalls).")
+
+        print(
+            "\nPeak resident memory of `dsh-loop-brake replay --json` on one growing JSON Lines"
+            " file (200 agents):"
+        )
+        sizes = [10, 100] + ([options.big_mb] if options.big_mb else [])
+        for megabytes in sizes:
+            path = root / f"fleet-{megabytes}.jsonl"
+            calls = fleet_log(path, megabytes)
+            peak, seconds = peak_rss_of_replay(path)
+            print(
+                f"  {megabytes:>5} MB, {calls:>10,} calls: peak RSS {peak / 1e6:6.1f} MB "
+                f"({calls / seconds:,.0f} calls/s end to end)"
+            )
+            path.unlink()
+
+
+if __name__ == "__main__":
+    main()
