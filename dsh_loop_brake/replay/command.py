@@ -346,14 +346,11 @@ class _Progress:
 
     def file(self, number: int, path: Path, calls: int) -> None:
         self._name = f"{number}/{self._total} {path.name}"
-        self._show(calls, force=False)
+        self.calls(calls)
 
     def calls(self, calls: int) -> None:
-        self._show(calls, force=False)
-
-    def _show(self, calls: int, *, force: bool) -> None:
         now = time.monotonic()
-        if not self._err.is_terminal or (not force and now - self._last < 0.25):
+        if not self._err.is_terminal or now - self._last < 0.25:
             return
         self._last = now
         self._err.progress(f"replaying {self._name}: {calls} calls so far")
