@@ -274,9 +274,9 @@ def _fast_text(value: Any) -> str | None:
     verdict = _inspect(value)
     if verdict is None:
         return None
-    if verdict == _SWAP_FLOATS:
-        value = _with_javascript_floats(value)
     try:
+        if verdict == _SWAP_FLOATS:
+            value = _with_javascript_floats(value)
         text = "".join(_encode(value, False))
     except (RecursionError, TypeError, ValueError):
         return None  # deeper than this stack allows, or a value changed under us

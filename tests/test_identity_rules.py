@@ -140,6 +140,20 @@ def test_deep_nesting_never_raises_recursion_error(depth: int) -> None:
     assert canonical_json(objects) == '{"k":' * depth + "null" + "}" * depth
 
 
+@pytest.mark.parametrize("leaf", [1.0, float("nan"), 1e-7, "\U0001f600", "\ud800"])
+def test_deep_nesting_around_any_leaf_never_raises_recursion_error(leaf: Any) -> None:
+    for depth in (900, 999, 1_001, 3_000):
+        nested: Any = leaf
+        for _ in range(depth):
+            nested = [nested]
+        text = canonical_json(nested)
+        assert text == "[" * depth + canonical_json(leaf) + "]" * depth
+        objects: Any = leaf
+        for _ in range(depth):
+            objects = {"\U0001f600": objects}
+        assert canonical_json(objects).endswith(canonical_json(leaf) + "}" * depth)
+
+
 def test_deep_cycle_is_refused_not_a_recursion_error() -> None:
     root: list[Any] = []
     node = root
@@ -176,6 +190,12 @@ def test_call_hash_is_64_lowercase_hex_and_the_prefix_is_12() -> None:
     assert hash_prefix(digest) == expected[:12]
     assert len(hash_prefix(digest)) == 12
     assert hash_prefix("abc") == "abc"
+
+
+def test_a_tool_name_reads_as_javascript_reads_it() -> None:
+    assert call_hash("\ud83d\ude00", {}) == call_hash("\U0001f600", {})
+    lone = call_hash("t\ud800", {})  # not valid Unicode: hashed, and kept apart from U+FFFD
+    assert lone != call_hash("t\ufffd", {}) and lone != call_hash("t\udc00", {})
 
 
 def test_tool_name_is_part_of_the_identity_and_must_be_a_string() -> None:
