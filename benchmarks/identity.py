@@ -1,6 +1,6 @@
 """Per-call cost of call identity and the brake, side by side with the floor and rfc8785.
 
-    python benchmarks/identity.py [--repeats N] [--quick]
+    python benchmarks/identity.py [--repeats N] [--loops N] [--detail] [--quick]
 
 Prints, for one corpus of realistic tool-call arguments measured in one run:
 
@@ -201,12 +201,16 @@ def peer(tool: str, args: Any) -> str:
     return hashlib.sha256(tool.encode() + b"\n" + rfc8785.dumps(args)).hexdigest()
 
 
-def time_contenders(repeats: int, loops: int) -> dict[str, float]:
-    """Median over ``repeats`` of the mean per-call CPU time over the corpus, per contender.
+Medians = dict[str, float]
 
-    Contenders are interleaved call by call-batch (each corpus entry is timed for every contender
-    back to back), so load elsewhere on the machine touches all of them alike; CPU time of this
-    process (``time.process_time``) rather than wall time keeps other processes out of it.
+
+def time_contenders(repeats: int, loops: int) -> tuple[Medians, list[Medians]]:
+    """Per contender, the median over ``repeats`` passes of the mean per-call CPU time over the
+    corpus; and the same median for each corpus entry on its own.
+
+    Contenders are interleaved call batch by call batch (each corpus entry is timed for every
+    contender back to back), so load elsewhere on the machine touches all of them alike; CPU time
+    of this process (``time.process_time``) rather than wall time keeps other processes out of it.
     """
     brake = LoopBrake(10**9)
 
@@ -222,22 +226,45 @@ def time_contenders(repeats: int, loops: int) -> dict[str, float]:
         contenders[PEER] = peer
     clock = time.process_time
     samples: dict[str, list[float]] = {name: [] for name in contenders}
+    entry_samples = [{name: [] for name in contenders} for _ in CORPUS]
     gc.disable()
     try:
         for repeat in range(repeats + 1):
             spent = dict.fromkeys(contenders, 0.0)
-            for tool, args in CORPUS:
+            for index, (tool, args) in enumerate(CORPUS):
                 for name, function in contenders.items():
                     started = clock()
                     for _ in range(loops):
                         function(tool, args)
-                    spent[name] += clock() - started
+                    seconds = clock() - started
+                    spent[name] += seconds
+                    if repeat:
+                        entry_samples[index][name].append(seconds / loops)
             if repeat:  # the first pass only warms up
                 for name, seconds in spent.items():
                     samples[name].append(seconds / (loops * len(CORPUS)))
     finally:
         gc.enable()
-    return {name: statistics.median(values) for name, values in samples.items()}
+    overall = {name: statistics.median(values) for name, values in samples.items()}
+    per_entry = [
+        {name: statistics.median(values) for name, values in entry.items()}
+        for entry in entry_samples
+    ]
+    return overall, per_entry
+
+
+def shape(args: Any) -> str:
+    """How many containers (objects and arrays) a call's arguments hold, and whether floats."""
+    containers, floats, pending = 0, False, [args]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            containers += 1
+            pending += value
+        floats = floats or isinstance(value, float)
+    return f"{containers} container{'s' * (containers != 1)}" + (", floats" if floats else "")
 
 
 def bytes_per_session(sessions: int, make_id: Callable[[int], str]) -> float:
@@ -275,13 +302,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loops", type=int, default=100)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny numbers")
+    parser.add_argument("--detail", action="store_true", help="also the ratios per corpus entry")
     options = parser.parse_args(argv)
     if options.quick:
         options.repeats, options.loops, options.sessions = 2, 3, 2_000
 
     print(f"Python {sys.version.split()[0]} on {sys.platform}")
     check_agreement()
-    medians = time_contenders(options.repeats, options.loops)
+    medians, per_entry = time_contenders(options.repeats, options.loops)
     floor_time = medians[FLOOR]
     print(
         f"\nper call (CPU time): median of {options.repeats} passes over the corpus, "
@@ -296,6 +324,15 @@ def main(argv: list[str] | None = None) -> None:
             f"call_hash is {peer_time / medians['call_hash']:.2f}x faster than rfc8785; "
             f"check is {peer_time / medians['LoopBrake.check']:.2f}x faster"
         )
+
+    if options.detail:
+        print(f"\n{'entry':16} {'shape':22} {'floor':>8} {'call_hash':>10} {'check':>7}")
+        for (tool, args), entry in zip(CORPUS, per_entry, strict=True):
+            print(
+                f"{tool:16} {shape(args):22} {entry[FLOOR] * 1e6:6.2f}us "
+                f"{entry['call_hash'] / entry[FLOOR]:9.2f}x "
+                f"{entry['LoopBrake.check'] / entry[FLOOR]:6.2f}x"
+            )
 
     print(f"\nmemory for {options.sessions:,} sessions (tracemalloc, session-id strings included)")
     for label, make_id in [
