@@ -137,7 +137,7 @@ def _short_repr(value: object, limit: int = 80) -> str:
     """A repr of at most ``limit`` characters that never walks a huge value."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
         text = f"<int of {value.bit_length()} bits>"
-    elif isinstance(value, str):
+    elif isinstance(value, (str, bytes, bytearray)):
         text = repr(value[: limit + 1])
     else:
         text = _SHORT_REPR.repr(value)
