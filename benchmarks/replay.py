@@ -21,8 +21,11 @@ For each format it times, back to back in every repeat (so the ratios compare li
 * the full replay: every call through ``Harness.execute`` with the loop-brake plugin applied, stub
   tools, and the report's bookkeeping (``Replayer``, one event loop for the whole run).
 
-Medians over the repeats; target (issue 5): replay <= 4x the parse floor. Memory: the peak of
-Python allocations (tracemalloc) during one replay of each corpus, and the peak resident size of
+Times are CPU time (user + system) of this process, medians over the repeats; target (issue 5):
+replay <= 4x the parse floor. It also breaks one jsonl call's cost down by stage (parse, readers,
+the brake alone, the harness without and with the plugin, the whole replay), so the ratio can be
+traced to where the time goes. Memory: the peak of Python allocations (tracemalloc) during one
+replay of each corpus, the bytes a session holds per distinct call, and the peak resident size of
 ``dsh-loop-brake replay`` processes on JSON Lines files of growing size -- flat, because a JSON
 Lines file is read line by line and a session keeps one streak slot and its distinct-call set.
 ``--big-mb 1024`` adds a 1 GB file to that series (takes minutes).
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -48,7 +52,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsh_loop_brake.harness import Row
+from dsh_loop_brake import LoopBrake, LoopBrakeError
+from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution
 from dsh_loop_brake.replay import Replayer, open_transcript
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -283,10 +288,60 @@ def replay(files: list[Path]) -> int:
 
 
 def timed(fn: Callable[[list[Path]], int], files: list[Path]) -> float:
+    """CPU seconds (user + system) of one run: other jobs on a shared machine stay out of it."""
     gc.collect()
-    start = time.perf_counter()
+    start = time.process_time()
     fn(files)
-    return time.perf_counter() - start
+    return time.process_time() - start
+
+
+def breakdown(files: list[Path], repeats: int) -> list[tuple[str, float]]:
+    """Per-call CPU time of each stage of a replay, on the same calls (medians over repeats)."""
+    calls = [call for path in files for call in open_transcript(path)]
+    stubs = {tool for _, tool, _ in calls}
+
+    def brake_only(_: list[Path]) -> int:
+        brake = LoopBrake(3)
+        for session, tool, arguments in calls:
+            with contextlib.suppress(LoopBrakeError):
+                brake.check(tool, arguments, session_id=str(session))
+        return 0
+
+    def harness_with(rows: list[Row]) -> Callable[[list[Path]], int]:
+        def run(_: list[Path]) -> int:
+            harness = Harness.from_rows(rows)
+            for tool in stubs:
+                harness.tools.register(ToolDefinition(tool, _stub))
+            agents = [Agent(f"a{n}") for n in range(1 + max(c.session for c in calls))]
+
+            async def drive() -> None:
+                execute = harness.execute
+                for number, (session, tool, arguments) in enumerate(calls):
+                    await execute(ToolExecution(str(number), tool, arguments, agents[session]))
+
+            asyncio.run(drive())
+            harness.dispose()
+            return 0
+
+        return run
+
+    stages: list[tuple[str, Callable[[list[Path]], int]]] = [
+        ("parse floor (json.loads per line)", parse_floor),
+        ("readers (open_transcript)", read_only),
+        ("LoopBrake.check alone", brake_only),
+        ("Harness.execute, no rows (registry, stub)", harness_with([])),
+        ("Harness.execute, loop-brake row applied", harness_with([ROW])),
+        ("full replay (readers + harness + report)", replay),
+    ]
+    times: dict[str, list[float]] = {name: [] for name, _ in stages}
+    for _ in range(repeats):
+        for name, stage in stages:
+            times[name].append(timed(stage, files))
+    return [(name, statistics.median(times[name]) / len(calls)) for name, _ in stages]
+
+
+def _stub(arguments: object, execution: object) -> str:
+    return ""
 
 
 def peak_traced(fn: Callable[[list[Path]], int], files: list[Path]) -> int:
@@ -433,6 +488,12 @@ def main() -> None:
                 f"{n / p:>15,.0f} {f'{p / f:.2f}x':>13} {peak:>8.1f}"
             )
         print("\nreaders: the readers' time over the floor; replay/floor: the full replay's.")
+
+        print("\nWhere a jsonl call's time goes (CPU per call, medians):")
+        stages = breakdown(files["jsonl"], options.repeats)
+        floor_per_call = stages[0][1]
+        for name, per_call in stages:
+            print(f"  {name:<44} {per_call * 1e6:7.2f} us  {per_call / floor_per_call:5.2f}x")
 
         held = distinct_call_bytes(root)
         print(f"\nA session holds about {held:.0f} bytes per distinct call (for distinctCalls).")

@@ -14,17 +14,18 @@ streak count and hash prefix are read from the live brake right after it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, final
+from typing import Final, final
 
 from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
 from dsh_loop_brake.loop_brake import LoopBrake
 from dsh_loop_brake.plugin import ROW_ID
-from dsh_loop_brake.replay.readers import Transcript
+from dsh_loop_brake.replay.readers import RecordedCall, Transcript
 from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, SweepRow, Totals
 
 __all__ = ["PROGRESS_EVERY", "Replayer"]
 
-PROGRESS_EVERY: Final = 16384
+_CHUNK: Final = 4096  # calls read ahead and then fed to every lane in one loop
+PROGRESS_EVERY: Final = 4 * _CHUNK
 """How many calls pass between two progress callbacks."""
 
 _STUB_RESULT: Final = ToolResult(content="(replayed call: the recorded tool is not run again)")
@@ -90,29 +91,38 @@ class _Lane:
         self.tallies: list[_Tally] = []  # the current transcript's sessions
         self.sessions: list[SessionReport] = []  # every finished session, in reading order
 
-    async def feed(self, session: int, tool: str, arguments: Any, call_id: str) -> None:
-        """Run one recorded call through the harness and count what happened to it."""
+    async def feed(self, calls: Sequence[RecordedCall], numbered_from: int) -> None:
+        """Run recorded calls through the harness, in order, and count what happened to each.
+
+        ``numbered_from`` is how many calls came before these (their call ids follow it).
+        """
         tallies = self.tallies
-        if session >= len(tallies):
-            self._open(session)
-        tally = tallies[session]
-        if tool not in self._registered:
-            self._registered.add(tool)
-            self._register(ToolDefinition(tool, _stub))
-        tally.calls += 1
-        result = await self._execute(ToolExecution(call_id, tool, arguments, tally.agent))
-        current = self._streak(tally.agent.id)
-        if current is None:
-            return  # arguments the brake could not identify: allowed, not counted
-        prefix, count = current
-        tally.distinct.add(int(prefix, 16))
-        if count > tally.longest:
-            tally.longest = count
-        error = result.error
-        if result.is_error and error is not None and error.get("code") == _DENIED:
-            tally.denied += 1
-            if tally.first_denial is None:
-                tally.first_denial = FirstDenial(tally.calls, tool, count, prefix)
+        registered = self._registered
+        execute = self._execute
+        streak = self._streak
+        number = numbered_from
+        for session, tool, arguments in calls:
+            number += 1
+            if session >= len(tallies):
+                self._open(session)
+            tally = tallies[session]
+            if tool not in registered:
+                registered.add(tool)
+                self._register(ToolDefinition(tool, _stub))
+            tally.calls += 1
+            result = await execute(ToolExecution(str(number), tool, arguments, tally.agent))
+            current = streak(tally.agent.id)
+            if current is None:
+                continue  # arguments the brake could not identify: allowed, not counted
+            prefix, count = current
+            tally.distinct.add(int(prefix, 16))
+            if count > tally.longest:
+                tally.longest = count
+            error = result.error
+            if result.is_error and error is not None and error.get("code") == _DENIED:
+                tally.denied += 1
+                if tally.first_denial is None:
+                    tally.first_denial = FirstDenial(tally.calls, tool, count, prefix)
 
     def _open(self, session: int) -> None:
         while len(self.tallies) <= session:
@@ -200,35 +210,29 @@ class Replayer:
         left out of the report (a half-read file would report streaks that are not there).
         """
         lanes = self._lanes
-        calls = self._calls
-        progress = self.on_progress
-        next_progress = calls + PROGRESS_EVERY
+        chunk: list[RecordedCall] = []
         try:
-            if len(lanes) == 1:
-                feed = lanes[0].feed
-                for session, tool, arguments in transcript:
-                    calls += 1
-                    await feed(session, tool, arguments, str(calls))
-                    if calls >= next_progress and progress is not None:
-                        next_progress = calls + PROGRESS_EVERY
-                        progress(calls)
-            else:
-                for session, tool, arguments in transcript:
-                    calls += 1
-                    call_id = str(calls)
-                    for lane in lanes:
-                        await lane.feed(session, tool, arguments, call_id)
-                    if calls >= next_progress and progress is not None:
-                        next_progress = calls + PROGRESS_EVERY
-                        progress(calls)
+            for call in transcript:
+                chunk.append(call)
+                if len(chunk) == _CHUNK:
+                    await self._feed(chunk)
+                    chunk = []
+            if chunk:
+                await self._feed(chunk)
         except BaseException:
             for lane in lanes:
                 lane.abandon()
             raise
-        finally:
-            self._calls = calls
         for lane in lanes:
             lane.finish(transcript.path, transcript.sessions)
+
+    async def _feed(self, chunk: list[RecordedCall]) -> None:
+        # Each lane runs its own tight loop over the chunk: no coroutine per call and lane.
+        for lane in self._lanes:
+            await lane.feed(chunk, self._calls)
+        self._calls += len(chunk)
+        if self.on_progress is not None and self._calls % PROGRESS_EVERY == 0:
+            self.on_progress(self._calls)
 
     def report(self) -> Report:
         """The report so far: every finished session, and the sweep rows if a sweep was asked."""
