@@ -230,3 +230,24 @@ def test_install_defaults_to_the_dot_dsh_of_the_home_directory(
     done = run_cli("install", env={"HOME": str(user_home)})
     assert done.returncode == 0, done.stderr
     assert profile_file(user_home / ".dsh").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("bundles: [dsh-loop-brake]\nbundles: [other]\n", 2, "duplicate key"),
+        ("bundles: [dsh-loop-brake]\n---\nbundles: [other]\n", 2, "single document"),
+    ],
+)
+@pytest.mark.parametrize("command", ["install", "uninstall", "config"])
+def test_a_profile_with_a_duplicate_key_or_two_documents_is_one_line_exit_2(
+    run_cli: RunCli, tmp_path: Path, command: str, text: str, line: int, fragment: str
+) -> None:
+    # These are found by the YAML composer, not the parser: they must still be a PatchError.
+    path = write_profile(tmp_path, text)
+    done = run_cli(command, "--home", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"{path}:{line}: malformed YAML: "), done.stderr
+    assert fragment in done.stderr
+    assert path.read_text(encoding="utf-8") == text

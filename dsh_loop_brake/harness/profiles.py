@@ -23,7 +23,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from dsh_loop_brake.harness.errors import HarnessError, PatchError
-from dsh_loop_brake.harness.safe_yaml import check_events, read_text, round_trip_yaml, to_plain
+from dsh_loop_brake.harness.safe_yaml import load_text, read_text, round_trip_yaml, to_plain
 
 __all__ = [
     "PATCH_FILE",
@@ -84,9 +84,7 @@ def read_bundles(path: Path) -> list[str]:
         return []
     except OSError as exc:
         raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
-    check_events(text, path)
-    document = round_trip_yaml().load(text)
-    bundles = _bundle_list(document, path)
+    bundles = _bundle_list(load_text(text, path), path)
     return [] if bundles is None else [str(name) for name in bundles]
 
 
@@ -189,8 +187,9 @@ def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
         return None, yaml, False
     except OSError as exc:
         raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
-    check_events(text, path)
-    # Keep the user's indentation style (the text was checked above, so guessing is safe).
+    # Checked and loaded first: guessing the indentation parses the text unchecked.
+    document = load_text(text, path, yaml)
+    # Keep the user's indentation style.
     _, indent, block_seq_indent = load_yaml_guess_indent(text)
     mapping = _guess_mapping_indent(text) or 2
     if indent is not None:
@@ -198,7 +197,7 @@ def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
         yaml.indent(mapping=mapping, sequence=indent, offset=offset)
     else:
         yaml.indent(mapping=mapping, sequence=mapping + 2, offset=mapping)
-    return yaml.load(text), yaml, True
+    return document, yaml, True
 
 
 _BLOCK_KEY = re.compile(r"( *)[^\s#\-][^#]*:\s*(#.*)?\Z")
