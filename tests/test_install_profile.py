@@ -251,3 +251,12 @@ def test_a_profile_with_a_duplicate_key_or_two_documents_is_one_line_exit_2(
     assert done.stderr.startswith(f"{path}:{line}: malformed YAML: "), done.stderr
     assert fragment in done.stderr
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_install_keeps_the_comments_of_a_profile_that_has_nothing_else(tmp_path: Path) -> None:
+    text = "# work profile: bundles go below\n\n# (ask ops before adding one)\n"
+    path = write_profile(tmp_path, text)
+    change = install("dsh-loop-brake", "default", tmp_path)
+    assert change.changed and not change.created
+    assert path.read_text(encoding="utf-8") == text + "bundles:\n  - dsh-loop-brake\n"
+    assert [row.id for row in compose("default", tmp_path).rows] == ["loop-brake"]

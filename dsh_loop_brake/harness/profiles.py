@@ -121,9 +121,18 @@ def uninstall(
 
 def add_bundle(path: Path, bundle: str) -> ProfileChange:
     """Append ``bundle`` to the profile's bundle list (creating the profile); idempotent."""
-    document, yaml, existed = _load_for_edit(path)
+    document, yaml, text = _load_for_edit(path)
+    kept = ""
     if document is None:
         document = CommentedMap()
+        # A file of only comments loads as None, comments and all: keep them above the new key.
+        kept = "".join(
+            line
+            for line in (text or "").splitlines(keepends=True)
+            if not line.strip() or line.lstrip().startswith("#")
+        )
+        if kept and not kept.endswith("\n"):
+            kept += "\n"
     bundles = _bundle_list(document, path)
     if bundles is not None and bundle in bundles:
         return ProfileChange(path, changed=False)
@@ -131,14 +140,14 @@ def add_bundle(path: Path, bundle: str) -> ProfileChange:
         document["bundles"] = CommentedSeq([bundle])
     else:
         bundles.append(bundle)
-    _save(path, yaml, document)
-    return ProfileChange(path, changed=True, created=not existed)
+    _save(path, yaml, document, kept)
+    return ProfileChange(path, changed=True, created=text is None)
 
 
 def remove_bundle(path: Path, bundle: str) -> ProfileChange:
     """Remove ``bundle`` from the profile's bundle list; nothing happens when it is absent."""
-    document, yaml, existed = _load_for_edit(path)
-    if not existed or document is None:
+    document, yaml, _ = _load_for_edit(path)
+    if document is None:
         return ProfileChange(path, changed=False)
     bundles = _bundle_list(document, path)
     if bundles is None or bundle not in bundles:
@@ -178,13 +187,14 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_directory(directory)
 
 
-def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
+def _load_for_edit(path: Path) -> tuple[Any, Any, str | None]:
+    """The profile's document, a dumper keeping its style, and its text (None: no file)."""
     yaml = round_trip_yaml()
     try:
         text = read_text(path)
     except FileNotFoundError:
         yaml.indent(mapping=2, sequence=4, offset=2)
-        return None, yaml, False
+        return None, yaml, None
     except OSError as exc:
         raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
     # Checked and loaded first: guessing the indentation parses the text unchecked.
@@ -197,7 +207,7 @@ def _load_for_edit(path: Path) -> tuple[Any, Any, bool]:
         yaml.indent(mapping=mapping, sequence=indent, offset=offset)
     else:
         yaml.indent(mapping=mapping, sequence=mapping + 2, offset=mapping)
-    return document, yaml, True
+    return document, yaml, text
 
 
 _BLOCK_KEY = re.compile(r"( *)[^\s#\-][^#]*:\s*(#.*)?\Z")
@@ -247,8 +257,9 @@ def _bundle_list(document: Any, path: Path) -> Any:
     return bundles
 
 
-def _save(path: Path, yaml: Any, document: Any) -> None:
+def _save(path: Path, yaml: Any, document: Any, prefix: str = "") -> None:
     buffer = io.StringIO()
+    buffer.write(prefix)
     yaml.dump(document, buffer)
     atomic_write(path, buffer.getvalue().encode("utf-8"))
 
