@@ -1,0 +1,57 @@
+"""What the core exports and what it imports (SPEC §2 exports, §7 dependencies)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import dsh_loop_brake
+from dsh_loop_brake import loop_brake
+
+SPEC_EXPORTS = {
+    "LoopBrake",
+    "LoopBrakeError",
+    "InvalidMaxRepeatsError",
+    "LoopBrakeConfigError",
+    "wrap_execute",
+    "decorate_tool",
+    "call_hash",
+    "canonical_json",
+    "hash_prefix",
+    "session_key",
+    "normalize_max_repeats",
+    "resolve_max_repeats",
+    "DEFAULT_MAX_REPEATS",
+    "ENV_VAR",
+    "PLUGIN_NAME",
+}
+
+
+def test_the_core_exports_exactly_the_specified_names() -> None:
+    assert set(loop_brake.__all__) == SPEC_EXPORTS
+    assert (loop_brake.DEFAULT_MAX_REPEATS, loop_brake.ENV_VAR, loop_brake.PLUGIN_NAME) == (
+        3,
+        "DSH_LOOP_BRAKE_MAX_REPEATS",
+        "dsh-loop-brake",
+    )
+
+
+def test_the_package_root_re_exports_the_same_objects() -> None:
+    assert set(dsh_loop_brake.__all__) >= SPEC_EXPORTS
+    for name in SPEC_EXPORTS:
+        assert getattr(dsh_loop_brake, name) is getattr(loop_brake, name), name
+
+
+def test_the_core_imports_the_standard_library_only() -> None:
+    # Any host can vendor or import the core without pulling in pluggy, ruamel.yaml or the harness.
+    tree = ast.parse(Path(loop_brake.__file__).read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import reaches into the package"
+            imported.add((node.module or "").split(".")[0])
+    assert imported, "the parse found no imports at all"
+    assert imported - {"__future__"} <= sys.stdlib_module_names, imported
