@@ -311,3 +311,15 @@ def test_a_closed_stdout_is_not_an_error(cli_env: dict[str, str], home: Path) ->
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 0, stderr
     assert "Traceback" not in stderr
+
+
+def test_a_bundle_that_is_not_installed_is_named_with_the_profile_file_and_line(
+    run_cli: RunCli, home: Path
+) -> None:
+    profile = write(
+        home / "profiles" / "default" / "profile.yml",
+        "# mine\nbundles:\n  - dsh-loop-brake\n  - dsh-loop-brak\n",
+    )
+    done = run_cli("config", "--home", str(home))
+    line = assert_one_line_error(done, f"{profile}:4: the bundle 'dsh-loop-brak' is not installed")
+    assert "remove it from the profile" in line

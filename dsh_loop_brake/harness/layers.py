@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from dsh_loop_brake.harness.errors import ManifestError
 from dsh_loop_brake.harness.manifest import find_manifest
 from dsh_loop_brake.harness.patches import Composition, compose_layers
 from dsh_loop_brake.harness.profiles import (
@@ -13,7 +14,7 @@ from dsh_loop_brake.harness.profiles import (
     PROFILE_FILE,
     default_home,
     profile_dir,
-    read_bundles,
+    read_bundle_entries,
 )
 from dsh_loop_brake.harness.types import Layer
 
@@ -36,8 +37,14 @@ def profile_layers(
     base = default_home(environ) if home is None else Path(home).expanduser()
     directory = profile_dir(base, profile)
     layers: list[Layer] = []
-    for bundle in read_bundles(directory / PROFILE_FILE):
-        manifest = find_manifest(bundle)
+    profile_file = directory / PROFILE_FILE
+    for bundle, line in read_bundle_entries(profile_file):
+        try:
+            manifest = find_manifest(bundle)
+        except ManifestError as exc:
+            # The fix is in the profile (or an install), so point at the entry that names it.
+            where = profile_file if line is None else f"{profile_file}:{line}"
+            raise ManifestError(f"{where}: {exc}") from None
         if manifest.patch is not None:
             layers.append(Layer("bundle", manifest.patch, f"bundle {bundle}"))
     for kind, path, label in (

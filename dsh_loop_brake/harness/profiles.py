@@ -34,6 +34,7 @@ __all__ = [
     "default_home",
     "install",
     "profile_dir",
+    "read_bundle_entries",
     "read_bundles",
     "remove_bundle",
     "uninstall",
@@ -78,14 +79,23 @@ def profile_dir(
 
 def read_bundles(path: Path) -> list[str]:
     """The ordered bundle list of a ``profile.yml``; a missing or empty file has none."""
+    return [name for name, _ in read_bundle_entries(path)]
+
+
+def read_bundle_entries(path: Path) -> list[tuple[str, int | None]]:
+    """Each bundle of a ``profile.yml`` with its 1-based line, so errors can point at it."""
     try:
         text = read_text(path)
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise PatchError(f"cannot read the profile ({exc.strerror or exc})", path) from None
-    bundles = _bundle_list(load_text(text, path), path)
-    return [] if bundles is None else [str(name) for name in bundles]
+    document = load_text(text, path)
+    bundles = _bundle_list(document, path)
+    if bundles is None:
+        return []
+    line = _key_line(document, "bundles")
+    return [(str(name), _item_line(bundles, index, line)) for index, name in enumerate(bundles)]
 
 
 def install(
