@@ -189,6 +189,12 @@ class _Installation:
             except BaseException:
                 self._leave(key)
                 raise
+            if callable(getattr(result, "add_done_callback", None)):
+                # A future (asyncio's or concurrent.futures'): the body may still be running in
+                # another thread or task, so the call stays marked until it is done. The host
+                # gets its own future back, with its whole API.
+                result.add_done_callback(lambda _done: self._leave(key))
+                return result
             if inspect.isawaitable(result):
                 return self._leave_after(result, key)
             self._leave(key)

@@ -83,3 +83,66 @@ def test_mapping_executions_are_read_by_key_and_counted_once_by_their_call_id() 
     assert denied.value.count == 4
     assert denied.value.session_id == "agent-1"  # the agent's id, read by key
     assert brake.streak("agent-1") is not None and brake.streak("default") is None
+
+
+class FutureTools:
+    """A synchronous execute that hands the body to a pool and returns the pool's future."""
+
+    def __init__(self, pool: concurrent.futures.Executor) -> None:
+        self.defs: dict[str, Any] = {}
+        self.pool = pool
+
+    def register(self, definition: Any) -> None:
+        self.defs[definition["name"]] = definition
+
+    def execute(self, execution: dict[str, Any]) -> concurrent.futures.Future[Any]:
+        body = self.defs[execution["name"]]["execute"]
+        return self.pool.submit(body, execution["arguments"], execution)
+
+
+@pytest.mark.parametrize("max_repeats", [2, 3, 5])
+def test_a_future_returned_by_execute_is_the_hosts_own_and_its_body_counts_once(
+    pool: concurrent.futures.ThreadPoolExecutor, max_repeats: int
+) -> None:
+    tools = FutureTools(pool)
+    loop_brake_plugin.apply(Context(tools), {"maxRepeats": max_repeats})
+    body = Body()
+    tools.register({"name": "search", "execute": body})
+
+    for index in range(1, max_repeats):
+        future = tools.execute(mapping_call())
+        assert isinstance(future, concurrent.futures.Future)
+        assert future.result(timeout=10) == "ok", index  # not denied in the pool at half the limit
+    with pytest.raises(LoopBrakeError) as denied:
+        tools.execute(mapping_call())  # the execute seam denies it, before anything is submitted
+
+    assert denied.value.count == max_repeats
+    assert body.calls == max_repeats - 1
+
+
+def test_an_asyncio_future_returned_by_a_sync_execute_keeps_its_type(
+    pool: concurrent.futures.ThreadPoolExecutor,
+) -> None:
+    import asyncio
+
+    class LoopTools(FutureTools):
+        def execute(self, execution: dict[str, Any]) -> Any:  # type: ignore[override]
+            body = self.defs[execution["name"]]["execute"]
+            loop = asyncio.get_running_loop()
+            return loop.run_in_executor(self.pool, body, execution["arguments"], execution)
+
+    tools = LoopTools(pool)
+    loop_brake_plugin.apply(Context(tools), {"maxRepeats": 3})
+    body = Body()
+    tools.register({"name": "search", "execute": body})
+
+    async def scenario() -> None:
+        for _ in range(2):
+            pending = tools.execute(mapping_call())
+            assert asyncio.isfuture(pending)  # add_done_callback, cancel... still there
+            assert await pending == "ok"
+        with pytest.raises(LoopBrakeError):
+            tools.execute(mapping_call())
+
+    asyncio.run(scenario())
+    assert body.calls == 2
