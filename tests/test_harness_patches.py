@@ -338,3 +338,16 @@ def test_composition_follows_the_rules_for_any_layer_stack(
         assert [(s.layer, s.id, s.line) for s in composition.skipped] == [
             (layers[index], row_id, number) for index, row_id, number in skipped
         ]
+
+
+def test_a_skipped_unknown_id_says_which_ids_exist_so_the_typo_can_be_fixed(
+    tmp_path: Path,
+) -> None:
+    base = layer(tmp_path / "a.yml", BASE + "    - {id: circuit-breaker, name: p}\n")
+    stray = layer(tmp_path / "b.yml", "- id: loop-brak\n  config: {maxRepeats: 2}\n")
+    (entry,) = compose_layers([base, stray]).skipped
+    assert entry.reason.startswith("no row has this id")
+    assert entry.reason.endswith("the ids that exist are 'loop-brake', 'circuit-breaker'")
+    (alone,) = compose_layers([stray]).skipped
+    assert "no row has been inserted yet" in alone.reason
+    assert "bundles" in alone.reason  # the likely cause: the bundle is not in the profile

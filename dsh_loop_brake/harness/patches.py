@@ -121,7 +121,10 @@ def compose_layers(layers: Iterable[Layer]) -> Composition:
             row = rows.get(patch.id)
             reason = None
             if row is None:
-                reason = "no row has this id (a patch changes an existing row, never inserts one)"
+                reason = (
+                    "no row has this id (a patch changes an existing row, never inserts one); "
+                    + _existing_ids(rows)
+                )
             elif "name" in patch.values and patch.values["name"] != row["name"]:
                 reason = (
                     f"its name {patch.values['name']!r} does not match the row's name "
@@ -240,6 +243,16 @@ def _parse_values(item: Mapping[Any, Any], layer: Layer, line: int | None, *, wh
         raise PatchError(f"a {what} needs an id (a non-empty string)", path, line)
     row_id = values.pop("id")
     return _Values(row_id, line, values, lines)
+
+
+def _existing_ids(rows: Mapping[str, object]) -> str:
+    # A skipped patch is most often a typo in its id: list what it could have meant.
+    if not rows:
+        return (
+            "no row has been inserted yet (is the bundle that inserts it in the profile's "
+            "bundles list?)"
+        )
+    return "the ids that exist are " + ", ".join(repr(row_id) for row_id in rows)
 
 
 def _line_of(node: object) -> int | None:
