@@ -745,14 +745,22 @@ def decorate_tool(definition: T, brake: LoopBrake) -> T:
     name = _field(definition, "name")
     if not callable(execute) or name is None:
         return definition
-    braked = wrap_execute(execute, brake, tool=str(name))
+    return _with_execute(definition, wrap_execute(execute, brake, tool=str(name)))
+
+
+def _with_execute(definition: T, execute: Callable[..., Any]) -> T:
+    """A copy of ``definition`` with ``execute`` in place of its own; every other field kept."""
     if isinstance(definition, Mapping):
-        return {**definition, "execute": braked}  # type: ignore[return-value]
+        return {**definition, "execute": execute}  # type: ignore[return-value]
     if dataclasses.is_dataclass(definition) and not isinstance(definition, type):
         try:
-            return dataclasses.replace(definition, execute=braked)
+            return dataclasses.replace(definition, execute=execute)
         except (TypeError, ValueError):
             pass  # execute is not an init field: fall back to a shallow copy
+    if isinstance(definition, tuple) and hasattr(definition, "_replace"):
+        # A NamedTuple: its fields are read-only properties that only _replace can set.
+        replaced: T = definition._replace(execute=execute)
+        return replaced
     duplicate = copy.copy(definition)
-    object.__setattr__(duplicate, "execute", braked)
+    object.__setattr__(duplicate, "execute", execute)
     return duplicate

@@ -26,6 +26,7 @@ from dsh_loop_brake.loop_brake import (
     PLUGIN_NAME,
     LoopBrake,
     _field,
+    _with_execute,
     decorate_tool,
     resolve_max_repeats,
     session_key,
@@ -134,9 +135,7 @@ class _Installation:
         if braked is definition:
             return definition  # nothing callable to brake
         original = _field(definition, "execute")
-        braked_execute = _field(braked, "execute")
-        _set_field(braked, "execute", self._gate(original, braked_execute))
-        return braked
+        return _with_execute(braked, self._gate(original, _field(braked, "execute")))
 
     def _gate(self, original: Callable[..., Any], braked: Callable[..., Any]) -> Callable[..., Any]:
         """Run ``braked`` unless the execute seam already counted this call or we are disposed."""
@@ -248,11 +247,3 @@ def _call_key(execution: object) -> Hashable:
 def _own_attribute(source: object, name: str) -> object:
     """The instance's own attribute ``name`` (not one it gets from its class), or ``_MISSING``."""
     return getattr(source, "__dict__", {}).get(name, _MISSING)
-
-
-def _set_field(copy: Any, name: str, value: object) -> None:
-    """Set a field on the copy ``decorate_tool`` made (ours alone, so a frozen one may be set)."""
-    if isinstance(copy, dict):
-        copy[name] = value
-    else:
-        object.__setattr__(copy, name, value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -295,3 +295,18 @@ def test_each_decorated_copy_shares_the_brake_and_the_session() -> None:
     second.execute({"q": 1}, {"agent": {"id": "a"}})
     with pytest.raises(LoopBrakeError):
         first.execute({"q": 1}, {"agent": {"id": "a"}})
+
+
+class NamedTool(NamedTuple):
+    name: str
+    execute: Any
+    description: str = "named"
+
+
+def test_decorate_a_named_tuple() -> None:
+    original = NamedTool("search", body)
+    braked = decorate_tool(original, LoopBrake(2))
+    assert braked is not original and original.execute is body
+    assert type(braked) is NamedTool
+    assert braked.description == "named"
+    assert_braked(braked, braked.execute)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -146,3 +146,33 @@ def test_an_asyncio_future_returned_by_a_sync_execute_keeps_its_type(
 
     asyncio.run(scenario())
     assert body.calls == 2
+
+
+class Tool(NamedTuple):
+    name: str
+    execute: Any
+
+
+class RecordTools:
+    """Tool definitions are immutable records (NamedTuple); no execute seam."""
+
+    def __init__(self) -> None:
+        self.defs: dict[str, Tool] = {}
+
+    def register(self, definition: Tool) -> None:
+        self.defs[definition.name] = definition
+
+
+def test_the_register_seam_brakes_an_immutable_record_definition() -> None:
+    tools = RecordTools()
+    loop_brake_plugin.apply(Context(tools), {"maxRepeats": 2})
+    body = Body()
+    original = Tool("search", body)
+    tools.register(original)
+
+    braked = tools.defs["search"]
+    assert type(braked) is Tool and original.execute is body
+    assert braked.execute({"q": 1}) == "ok"
+    with pytest.raises(LoopBrakeError):
+        braked.execute({"q": 1})
+    assert body.calls == 1
