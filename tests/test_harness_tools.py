@@ -203,3 +203,21 @@ def test_harness_execute_uses_a_patched_sync_execute_seam() -> None:
         assert asyncio.run(harness.execute(call("anything"))).content == "patched"
     finally:
         harness.dispose()
+
+
+def test_a_registration_for_a_disposed_fiber_is_refused_and_leaves_nothing_behind() -> None:
+    # E.g. a task a plugin started while applying registers a tool after its row was disposed:
+    # it inherited the row's fiber as the current one, and nothing would ever remove the tool.
+    from dsh_loop_brake.harness import HarnessError
+
+    registry = ToolRegistry()
+    gone = Fiber("row gone")
+    gone.dispose()
+    with gone.activate():
+        with pytest.raises(HarnessError, match="disposed"):
+            registry.register(ToolDefinition("late", lambda args, execution: "ran"))
+        with pytest.raises(HarnessError, match="disposed"):
+            registry.guard(lambda execution: "no")
+    assert registry.get("late") is None and registry.names() == []
+    registry.register(ToolDefinition("t", lambda args, execution: "ran"))
+    assert run(registry, call("t")).content == "ran"  # no orphaned guard denies it

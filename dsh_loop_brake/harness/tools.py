@@ -73,7 +73,7 @@ class ToolRegistry:
                 if not stack:
                     del self._tools[name]
 
-        return (current_fiber() or self._root).adopt(unregister)
+        return self._owned(unregister)
 
     def get(self, name: str) -> ToolDefinition | None:
         """The definition a call of ``name`` would run now (the latest registration), or None."""
@@ -95,7 +95,7 @@ class ToolRegistry:
                         del self._guards[index]
                         break
 
-        return (current_fiber() or self._root).adopt(remove)
+        return self._owned(remove)
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
         """Run one call: lookup → guards (first denial final) → ``body(arguments, execution)``."""
@@ -118,6 +118,14 @@ class ToolRegistry:
         if isinstance(result, ToolResult):
             return result
         return ToolResult(content=result)
+
+    def _owned(self, undo: Callable[[], None]) -> Callable[[], None]:
+        """Hand ``undo`` to the owning fiber; if that fiber is already disposed, undo now."""
+        try:
+            return (current_fiber() or self._root).adopt(undo)
+        except BaseException:
+            undo()  # nothing would ever run it: the tool or guard must not stay behind
+            raise
 
     def _deny_reason(self, execution: ToolExecution) -> str | None:
         with self._lock:
