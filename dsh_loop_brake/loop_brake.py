@@ -541,20 +541,29 @@ def _exact_float(number: float) -> str:
 
 def normalize_max_repeats(value: object, *, source: str = "the loop-brake patch row") -> int:
     """``value`` as an int of at least 1, or ``InvalidMaxRepeatsError`` naming ``source``."""
-    number: int | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    elif isinstance(value, float):
-        number = int(value) if value.is_integer() else None
-    elif isinstance(value, str):
-        text = value.strip()
-        if 0 < len(text) <= 30 and text.isascii() and text.isdigit():
-            number = int(text)
+    number = _integer_value(value)
     if number is None or number < 1:
         raise InvalidMaxRepeatsError(value, source)
     return number
+
+
+def _integer_value(value: object) -> int | None:
+    """An int (not bool), an integral float or a plain decimal string as an int, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            try:
+                # Without its leading zeros, so "0007" is 7 however many zeros it has.
+                return int(text.lstrip("0") or "0")
+            except ValueError:
+                return None  # beyond Python's limit for decimal conversion (4300 digits)
+    return None
 
 
 def resolve_max_repeats(

@@ -29,7 +29,11 @@ from dsh_loop_brake import (
         ("4", 4),
         ("  12\n", 12),
         ("\t1 ", 1),
+        ("0" * 40 + "5", 5),  # a plain decimal integer, however it is written
+        (" 1" + "0" * 40 + " ", 10**40),
+        ("0" * 10_000 + "8", 8),
     ],
+    ids=lambda value: repr(value)[:24],
 )
 def test_accepted_values(value: Any, expected: int) -> None:
     result = normalize_max_repeats(value)
