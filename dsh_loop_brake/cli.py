@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -203,7 +204,8 @@ def _print_config_text(resolved: ResolvedConfig, profile: str, home: Path, out: 
     where = profile_dir(home, profile)
     if row is None:
         out.write(f"profile {profile!r} ({where}) has no {LOOP_BRAKE_ROW} row.\n")
-        home_option = f" --home {home}" if os.environ.get("DSH_HOME", "") != str(home) else ""
+        # The hint is a command to paste: --home only when the default home would be another.
+        home_option = f" --home {shlex.quote(str(home))}" if home != default_home() else ""
         out.write(f"hint: add it with `{PROG} install --profile {profile}{home_option}`\n")
     else:
         sources = row.sources

@@ -323,3 +323,17 @@ def test_a_bundle_that_is_not_installed_is_named_with_the_profile_file_and_line(
     done = run_cli("config", "--home", str(home))
     line = assert_one_line_error(done, f"{profile}:4: the bundle 'dsh-loop-brak' is not installed")
     assert "remove it from the profile" in line
+
+
+def test_the_install_hint_is_the_command_to_run_as_is(run_cli: RunCli, tmp_path: Path) -> None:
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    # ~/.dsh is the default home, so the hint needs no --home; another home needs it.
+    plain = run_cli("config", env={"HOME": str(user_home)})
+    assert "hint: add it with `dsh-loop-brake install --profile default`\n" in plain.stdout
+    other = tmp_path / "elsewhere"
+    elsewhere = run_cli("config", "--home", str(other), env={"HOME": str(user_home)})
+    assert f"install --profile default --home {other}`" in elsewhere.stdout
+    # Running the hinted command really adds the row that config was missing.
+    assert run_cli("install", env={"HOME": str(user_home)}).returncode == 0
+    assert "has no loop-brake row" not in run_cli("config", env={"HOME": str(user_home)}).stdout
