@@ -113,6 +113,60 @@ def test_a_huge_value_is_shown_short_without_walking_it() -> None:
         assert 0 < len(shown) <= 80
 
 
+class Counted:
+    """An item that records every time it is compared or shown."""
+
+    touched = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        return self.n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Counted) and other.n == self.n
+
+    def __lt__(self, other: Counted) -> bool:
+        Counted.touched += 1
+        return self.n < other.n
+
+    def __repr__(self) -> str:
+        Counted.touched += 1
+        return f"C{self.n}"
+
+
+class Tagged(list):  # type: ignore[type-arg]
+    """A list subclass, as a YAML round-trip loader hands back (ruamel's CommentedSeq)."""
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: {Counted(i): i for i in range(10_000)},
+        lambda: {Counted(i) for i in range(10_000)},
+        lambda: Tagged(Counted(i) for i in range(10_000)),
+        lambda: OrderedDict((i, Counted(i)) for i in range(10_000)),
+    ],
+    ids=["dict", "set", "list-subclass", "dict-subclass"],
+)
+def test_a_huge_value_is_shown_from_its_first_items_never_sorted_or_walked(make: Any) -> None:
+    value = make()
+    Counted.touched = 0
+    with pytest.raises(InvalidMaxRepeatsError) as caught:
+        normalize_max_repeats(value)
+    assert Counted.touched <= 10, Counted.touched
+    assert len(str(caught.value).split("got ", 1)[1].rsplit(" (from ", 1)[0]) <= 80
+
+
+@pytest.mark.parametrize("value", [[10**5000], {"n": 10**5000}, (1, [2, [-(10**9000)]])])
+def test_a_huge_int_inside_a_value_is_refused_with_the_config_error(value: Any) -> None:
+    # Python refuses to write an int of over 4300 digits in decimal: that must not turn the
+    # configuration error into an unrelated ValueError.
+    with pytest.raises(InvalidMaxRepeatsError, match="maxRepeats must be an integer"):
+        normalize_max_repeats(value)
+
+
 def test_invalid_max_repeats_error_pickles() -> None:
     with pytest.raises(InvalidMaxRepeatsError) as caught:
         normalize_max_repeats(-2, source="somewhere")
