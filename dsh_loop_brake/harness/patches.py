@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_loop_brake.harness.errors import PatchError
-from dsh_loop_brake.harness.safe_yaml import load_path, to_plain
+from dsh_loop_brake.harness.safe_yaml import item_line, key_line, load_path, to_plain
 from dsh_loop_brake.harness.types import Layer, Origin, Row, SkippedPatch
 
 __all__ = ["ROW_KEYS", "Composition", "compose_layers", "read_patch_file"]
@@ -78,7 +78,7 @@ def read_patch_file(layer: Layer) -> list[_Insert | _Assign]:
         )
     operations: list[_Insert | _Assign] = []
     for index, item in enumerate(document):
-        line = _item_line(document, index)
+        line = item_line(document, index)
         if not isinstance(item, dict):
             raise PatchError(
                 f"each patch is a mapping ({_PATCH_FORMS}), got {_kind(item)}", path, line
@@ -168,7 +168,7 @@ def _parse_insert(item: Mapping[Any, Any], layer: Layer, line: int | None) -> _I
             "group inserts (`id` together with `insert`) are not supported; insert the rows "
             "with `- insert: [rows]` and change them with `- id: <row id>`",
             path,
-            _key_line(item, "id", line),
+            key_line(item, "id", line),
         )
     for key in item:
         if key != "insert":
@@ -176,17 +176,17 @@ def _parse_insert(item: Mapping[Any, Any], layer: Layer, line: int | None) -> _I
                 f"unknown key {_show(key)} in an insert patch; an insert patch has only the "
                 "key insert (a list of rows)",
                 path,
-                _key_line(item, key, line),
+                key_line(item, key, line),
             )
     rows = item["insert"]
-    insert_line = _key_line(item, "insert", line)
+    insert_line = key_line(item, "insert", line)
     if rows is None:
         return _Insert([])
     if not isinstance(rows, list):
         raise PatchError(f"insert takes a list of rows, got {_kind(rows)}", path, insert_line)
     specs: list[_Values] = []
     for index, row in enumerate(rows):
-        row_line = _item_line(rows, index, insert_line)
+        row_line = item_line(rows, index, insert_line)
         if not isinstance(row, dict):
             raise PatchError(f"each inserted row is a mapping, got {_kind(row)}", path, row_line)
         spec = _parse_values(row, layer, row_line, what="row")
@@ -211,7 +211,7 @@ def _parse_values(item: Mapping[Any, Any], layer: Layer, line: int | None, *, wh
                 f"unknown key {_show(key)} in {subject}; the keys that exist are "
                 f"{', '.join(ROW_KEYS)}",
                 path,
-                _key_line(item, key, line),
+                key_line(item, key, line),
             )
     values: dict[str, Any] = {}
     lines: dict[str, int | None] = {}
@@ -219,26 +219,24 @@ def _parse_values(item: Mapping[Any, Any], layer: Layer, line: int | None, *, wh
         if key not in item:
             continue
         raw = item[key]
-        key_line = _key_line(item, key, line)
+        at = key_line(item, key, line)
         value = to_plain(raw)
         if key in ("id", "name") and (not isinstance(value, str) or not value.strip()):
-            raise PatchError(
-                f"{key} must be a non-empty string, got {_show(value)}", path, key_line
-            )
+            raise PatchError(f"{key} must be a non-empty string, got {_show(value)}", path, at)
         if key == "config":
             if value is not None and not isinstance(value, dict):
                 raise PatchError(
                     f"config must be a mapping (or null for no config), got {_kind(raw)}",
                     path,
-                    key_line,
+                    at,
                 )
             if isinstance(raw, dict):
                 for inner in raw:
-                    lines[f"config.{inner}"] = _key_line(raw, inner, key_line)
+                    lines[f"config.{inner}"] = key_line(raw, inner, at)
         if key == "disabled" and not isinstance(value, bool):
-            raise PatchError(f"disabled must be true or false, got {_show(value)}", path, key_line)
+            raise PatchError(f"disabled must be true or false, got {_show(value)}", path, at)
         values[key] = value
-        lines[key] = key_line
+        lines[key] = at
     if "id" not in values:
         raise PatchError(f"a {what} needs an id (a non-empty string)", path, line)
     row_id = values.pop("id")
@@ -259,20 +257,6 @@ def _line_of(node: object) -> int | None:
     lc = getattr(node, "lc", None)
     line = getattr(lc, "line", None)
     return line + 1 if isinstance(line, int) else 1
-
-
-def _item_line(sequence: object, index: int, default: int | None = None) -> int | None:
-    try:
-        return int(sequence.lc.item(index)[0]) + 1  # type: ignore[attr-defined]
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return default
-
-
-def _key_line(mapping: object, key: object, default: int | None = None) -> int | None:
-    try:
-        return int(mapping.lc.key(key)[0]) + 1  # type: ignore[attr-defined]
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return default
 
 
 def _kind(value: object) -> str:

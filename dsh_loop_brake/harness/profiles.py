@@ -23,7 +23,14 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from dsh_loop_brake.harness.errors import HarnessError, PatchError
-from dsh_loop_brake.harness.safe_yaml import load_text, read_text, round_trip_yaml, to_plain
+from dsh_loop_brake.harness.safe_yaml import (
+    item_line,
+    key_line,
+    load_text,
+    read_text,
+    round_trip_yaml,
+    to_plain,
+)
 
 __all__ = [
     "PATCH_FILE",
@@ -94,8 +101,8 @@ def read_bundle_entries(path: Path) -> list[tuple[str, int | None]]:
     bundles = _bundle_list(document, path)
     if bundles is None:
         return []
-    line = _key_line(document, "bundles")
-    return [(str(name), _item_line(bundles, index, line)) for index, name in enumerate(bundles)]
+    line = key_line(document, "bundles")
+    return [(str(name), item_line(bundles, index, line)) for index, name in enumerate(bundles)]
 
 
 def install(
@@ -248,20 +255,20 @@ def _bundle_list(document: Any, path: Path) -> Any:
     if "bundles" not in document or document["bundles"] is None:
         return None
     bundles = document["bundles"]
-    line = _key_line(document, "bundles")
+    line = key_line(document, "bundles")
     if not isinstance(bundles, list):
         raise PatchError("bundles must be a list of bundle names", path, line)
     seen: set[str] = set()
     for index, name in enumerate(bundles):
-        item_line = _item_line(bundles, index, line)
+        entry_line = item_line(bundles, index, line)
         plain = to_plain(name)
         if not isinstance(plain, str) or not plain.strip():
             raise PatchError(
-                f"each entry of bundles must be a bundle name, got {plain!r}", path, item_line
+                f"each entry of bundles must be a bundle name, got {plain!r}", path, entry_line
             )
         if plain in seen:
             raise PatchError(
-                f"the bundle {plain!r} is listed twice; list each bundle once", path, item_line
+                f"the bundle {plain!r} is listed twice; list each bundle once", path, entry_line
             )
         seen.add(plain)
     return bundles
@@ -292,17 +299,3 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _key_line(mapping: Any, key: str) -> int | None:
-    try:
-        return int(mapping.lc.key(key)[0]) + 1
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return None
-
-
-def _item_line(sequence: Any, index: int, default: int | None) -> int | None:
-    try:
-        return int(sequence.lc.item(index)[0]) + 1
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return default

@@ -32,6 +32,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "check_events",
+    "item_line",
+    "key_line",
     "load_path",
     "load_text",
     "read_text",
@@ -173,6 +175,22 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, str):
         return str(value)
     return value
+
+
+def key_line(mapping: object, key: object, default: int | None = None) -> int | None:
+    """The 1-based line of ``key`` in a round-trip mapping, else ``default``."""
+    try:
+        return int(mapping.lc.key(key)[0]) + 1  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return default
+
+
+def item_line(sequence: object, index: int, default: int | None = None) -> int | None:
+    """The 1-based line of item ``index`` of a round-trip sequence, else ``default``."""
+    try:
+        return int(sequence.lc.item(index)[0]) + 1  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return default
 
 
 def _anchor(event: NodeEvent) -> str | None:
