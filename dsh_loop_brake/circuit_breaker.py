@@ -588,8 +588,11 @@ class CircuitBreaker:
     def _append(self, line: bytes) -> None:
         # One os.write of the whole line on an O_APPEND descriptor: concurrent writers (threads or
         # processes) never interleave within a line. Any failure is logged once and swallowed:
-        # the incident log is a report, never a reason to change the guard's verdict.
+        # the incident log is a report, never a reason to change the guard's verdict. O_NONBLOCK
+        # because opening a named pipe for writing would otherwise wait for a reader, holding up
+        # the tool call; on a regular file it changes nothing.
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags |= getattr(os, "O_NONBLOCK", 0)
         try:
             fd = os.open(self._incident_path, flags, 0o600)
             try:

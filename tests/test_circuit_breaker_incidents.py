@@ -255,6 +255,30 @@ def test_an_unwritable_path_never_affects_the_guard(
     assert "denials still apply" in warnings[0].getMessage()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_nobody_reads_never_blocks_the_guard(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Opening a FIFO for writing waits for a reader: the guard, and the tool call, would hang.
+    fifo = tmp_path / "incidents.fifo"
+    os.mkfifo(fifo)
+    verdicts: list[str | None] = []
+    judge = threading.Thread(
+        target=lambda: verdicts.append(call(breaker(fifo, duplicateLimit=1), "bash", {})),
+        daemon=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="dsh_loop_brake"):
+        judge.start()
+        judge.join(timeout=10)  # a hang detector, not a speed limit
+        hung = judge.is_alive()
+        if hung:  # let the stuck open() finish, so the thread ends with the test
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            judge.join(timeout=30)
+    assert not hung, "the guard blocked on a named pipe"
+    assert verdicts and verdicts[0] is not None and "denied" in verdicts[0]
+    assert any("incident log" in r.getMessage() for r in caplog.records)
+
+
 def test_without_an_incident_log_the_guard_touches_no_file(tmp_path: Path) -> None:
     events: list[str] = []
     recording = threading.Event()
