@@ -386,8 +386,8 @@ def peak_rss_of_replay(path: Path) -> tuple[int, float]:
         [sys.executable, "-c", _CHILD.format(root=str(REPO_ROOT), path=str(path))],
         capture_output=True,
         text=True,
-        check=True,
     )
+    assert done.returncode == 0, done.stderr
     code, peak = done.stdout.split()
     assert code in ("0", "1"), done.stderr
     return int(peak), time.perf_counter() - start
