@@ -20,7 +20,13 @@ from typing import Any, TextIO
 from dsh_loop_brake.harness.errors import HarnessError
 from dsh_loop_brake.harness.layers import compose
 from dsh_loop_brake.harness.patches import Composition
-from dsh_loop_brake.harness.profiles import default_home, install, profile_dir, uninstall
+from dsh_loop_brake.harness.profiles import (
+    default_home,
+    install,
+    profile_dir,
+    resolve_home,
+    uninstall,
+)
 from dsh_loop_brake.harness.types import Row
 from dsh_loop_brake.loop_brake import (
     ENV_VAR,
@@ -75,12 +81,6 @@ def add_profile_options(parser: argparse.ArgumentParser, *, patches: bool = True
         )
 
 
-def resolve_home(args: argparse.Namespace) -> Path:
-    """The ``--home`` option, else ``$DSH_HOME``, else ``~/.dsh``."""
-    home: Path | None = args.home
-    return default_home() if home is None else home.expanduser()
-
-
 # ---------------------------------------------------------------------------------------------
 # install / uninstall
 
@@ -90,7 +90,7 @@ def _configure_install(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_install(args: argparse.Namespace) -> int:
-    home = resolve_home(args)
+    home = resolve_home(args.home)
     change = install(PLUGIN_NAME, args.profile, home)
     if change.changed:
         made = " (created the profile)" if change.created else ""
@@ -101,7 +101,7 @@ def _run_install(args: argparse.Namespace) -> int:
 
 
 def _run_uninstall(args: argparse.Namespace) -> int:
-    home = resolve_home(args)
+    home = resolve_home(args.home)
     change = uninstall(PLUGIN_NAME, args.profile, home)
     if change.changed:
         print(f"removed {PLUGIN_NAME} from profile {args.profile!r}: {change.path}")
@@ -180,7 +180,7 @@ def _origin_of_error(row: Row, err: LoopBrakeConfigError) -> str | None:
 
 
 def _run_config(args: argparse.Namespace) -> int:
-    home = resolve_home(args)
+    home = resolve_home(args.home)
     composition = compose(args.profile, home, args.patches)
     resolved = resolve_loop_brake(composition)
     if args.json:

@@ -17,6 +17,7 @@ from dsh_loop_brake.harness.profiles import (
     profile_dir,
     read_bundles,
     remove_bundle,
+    resolve_home,
     uninstall,
 )
 from dsh_loop_brake.harness.safe_yaml import load_path
@@ -70,5 +71,6 @@ __all__ = [
     "read_bundles",
     "read_manifest",
     "remove_bundle",
+    "resolve_home",
     "uninstall",
 ]

@@ -12,9 +12,9 @@ from dsh_loop_brake.harness.patches import Composition, compose_layers
 from dsh_loop_brake.harness.profiles import (
     PATCH_FILE,
     PROFILE_FILE,
-    default_home,
     profile_dir,
     read_bundle_entries,
+    resolve_home,
 )
 from dsh_loop_brake.harness.types import Layer
 
@@ -34,7 +34,7 @@ def profile_layers(
     ``profiles/<profile>/cordis.patch.yml``, then ``$DSH_HOME/cordis.patch.yml``, then each
     ``patches`` file (these must exist).
     """
-    base = default_home(environ) if home is None else Path(home).expanduser()
+    base = resolve_home(home, environ)
     directory = profile_dir(base, profile)
     layers: list[Layer] = []
     profile_file = directory / PROFILE_FILE

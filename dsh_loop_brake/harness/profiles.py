@@ -44,6 +44,7 @@ __all__ = [
     "read_bundle_entries",
     "read_bundles",
     "remove_bundle",
+    "resolve_home",
     "uninstall",
 ]
 
@@ -69,6 +70,13 @@ def default_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(value).expanduser() if value.strip() else Path("~/.dsh").expanduser()
 
 
+def resolve_home(
+    home: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """``home`` (``~`` expanded) when given, else :func:`default_home`."""
+    return default_home(environ) if home is None else Path(home).expanduser()
+
+
 def profile_dir(
     home: str | os.PathLike[str] | None,
     profile: str,
@@ -80,8 +88,7 @@ def profile_dir(
             f"invalid profile name {profile!r}: use letters, digits, '.', '_' and '-', "
             "starting with a letter or digit"
         )
-    base = default_home(environ) if home is None else Path(home).expanduser()
-    return base / "profiles" / profile
+    return resolve_home(home, environ) / "profiles" / profile
 
 
 def read_bundles(path: Path) -> list[str]:
