@@ -658,13 +658,24 @@ def session_key(session_id: str | None = None, execution: object = None) -> str:
     return "default"
 
 
-def _field(source: object, name: str) -> Any:
-    """``source.name`` or ``source[name]``; ``None`` when neither is there."""
-    if source is None:
-        return None
-    if isinstance(source, Mapping):
+def _field(source: Any, name: str) -> Any:
+    """``source[name]`` when ``source`` is a mapping, else ``source.name``; ``None`` if absent."""
+    kind = type(source)
+    if kind is dict:
+        return source.get(name)
+    is_mapping = _IS_MAPPING.get(kind)
+    if is_mapping is None:
+        # An isinstance check against the Mapping ABC costs more than the rest of the lookup, and
+        # this runs several times before every tool call; the answer depends on the type alone.
+        is_mapping = isinstance(source, Mapping)
+        if len(_IS_MAPPING) < 256:
+            _IS_MAPPING[kind] = is_mapping
+    if is_mapping:
         return source.get(name)
     return getattr(source, name, None)
+
+
+_IS_MAPPING: dict[type, bool] = {type(None): False}
 
 
 # --------------------------------------------------------------------------------------------

@@ -211,12 +211,11 @@ class _Installation:
         """Count the call (raising ``LoopBrakeError`` when denied) and mark it in flight."""
         if not self._active:
             return None
+        session = session_key(None, execution)
         self._brake.check(
-            str(_field(execution, "name")),
-            _field(execution, "arguments"),
-            session_id=session_key(None, execution),
+            str(_field(execution, "name")), _field(execution, "arguments"), session_id=session
         )
-        key = _call_key(execution)
+        key = _call_key(execution, session)
         with self._lock:
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
         return key
@@ -232,13 +231,13 @@ class _Installation:
                 self._in_flight.pop(key, None)
 
 
-def _call_key(execution: object) -> Hashable:
+def _call_key(execution: object, session: str | None = None) -> Hashable:
     """The host's call id within the calling session; without one, the execution object itself."""
     call_id = _field(execution, "call_id")
     if call_id is None:
         call_id = _field(execution, "callId")
     if isinstance(call_id, (str, int)) and call_id != "":
-        return (session_key(None, execution), call_id)
+        return (session_key(None, execution) if session is None else session, call_id)
     # Bodies receive the very execution object the host passed to execute: its identity is the key
     # while the call is in flight (the entry is removed before the object can be collected).
     return ("object", id(execution))
