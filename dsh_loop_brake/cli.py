@@ -64,7 +64,7 @@ def add_profile_options(parser: argparse.ArgumentParser, *, patches: bool = True
     )
     parser.add_argument(
         "--home",
-        type=Path,
+        type=_home_directory,
         default=None,
         metavar="DIR",
         help="the dsh home (default: $DSH_HOME, else ~/.dsh)",
@@ -79,6 +79,15 @@ def add_profile_options(parser: argparse.ArgumentParser, *, patches: bool = True
             metavar="FILE",
             help="a patch file composed after all others (repeatable, in order)",
         )
+
+
+def _home_directory(text: str) -> Path:
+    # An unset shell variable (`--home "$DSH_DIR"`) would otherwise mean the current directory.
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "the directory is empty; give one, or leave --home out to use $DSH_HOME or ~/.dsh"
+        )
+    return Path(text)
 
 
 # ---------------------------------------------------------------------------------------------

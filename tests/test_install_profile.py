@@ -260,3 +260,15 @@ def test_install_keeps_the_comments_of_a_profile_that_has_nothing_else(tmp_path:
     assert change.changed and not change.created
     assert path.read_text(encoding="utf-8") == text + "bundles:\n  - dsh-loop-brake\n"
     assert [row.id for row in compose("default", tmp_path).rows] == ["loop-brake"]
+
+
+@pytest.mark.parametrize("command", ["install", "uninstall", "config"])
+def test_an_empty_home_option_is_a_usage_error_not_the_current_directory(
+    run_cli: RunCli, tmp_path: Path, command: str
+) -> None:
+    # `--home "$UNSET_VAR"` must not quietly make (or read) ./profiles.
+    done = run_cli(command, "--home", "")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "--home" in done.stderr and "empty" in done.stderr
+    assert not (tmp_path / "profiles").exists()
