@@ -20,7 +20,6 @@ import functools
 import json
 import logging
 import os
-import reprlib
 import string
 import threading
 import time
@@ -32,7 +31,15 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NamedTuple, final
 
 from dsh_loop_brake.harness.hookspecs import hookimpl
-from dsh_loop_brake.loop_brake import LoopBrakeConfigError, call_hash
+from dsh_loop_brake.loop_brake import (
+    LoopBrakeConfigError,
+    _describe_unidentifiable,
+    _integer_value,
+    _json_literal,
+    _short_repr,
+    call_hash,
+)
+from dsh_loop_brake.loop_brake import _field as _read_field
 
 __all__ = [
     "DEFAULTS",
@@ -127,28 +134,10 @@ class CircuitBreakerConfig:
 
 # --- validation -------------------------------------------------------------------------------
 
-_repr = reprlib.Repr()
-_repr.maxstring = 80
-_repr.maxother = 80
-_repr.maxlong = 80
-_repr.maxlevel = 2
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 4
-
-
-def _show(value: object) -> str:
-    """Show a bad value in an error: its repr, at most 80 characters, never walking all of it."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"<int of {value.bit_length()} bits>"
-    try:
-        text = _repr.repr(value)
-    except Exception:
-        text = f"<{type(value).__name__} object>"
-    return text if len(text) <= 80 else text[:79] + "\u2026"
-
 
 def _fail(key: str, rule: str, value: object, source: str) -> CircuitBreakerConfigError:
     return CircuitBreakerConfigError(
-        f"circuit breaker: {key} must be {rule}, got {_show(value)} (from {source})"
+        f"circuit breaker: {key} must be {rule}, got {_short_repr(value)} (from {source})"
     )
 
 
@@ -157,17 +146,7 @@ def _integer(key: str, value: object, minimum: int, maximum: int | None, source:
     rule = f"an integer of at least {minimum}"
     if maximum is not None:
         rule = f"an integer from {minimum} to {maximum}"
-    number: int | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    elif isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and len(value) <= 64:
-        text = value.strip()
-        if text.isascii() and text.isdecimal():
-            number = int(text)
+    number = _integer_value(value)
     if number is None or number < minimum or (maximum is not None and number > maximum):
         raise _fail(key, rule, value, source)
     return number
@@ -201,8 +180,8 @@ def _deny_message(value: object, source: str) -> str:
             )
             raise CircuitBreakerConfigError(
                 f"circuit breaker: denyMessage may only use the placeholders {{tool}}, {{count}}"
-                f" and {{limit}} (no format specs), got {_show(shown)} in {_show(value)}"
-                f" (from {source})"
+                f" and {{limit}} (no format specs), got {_short_repr(shown)} in"
+                f" {_short_repr(value)} (from {source})"
             )
     return value
 
@@ -228,12 +207,12 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
     if not isinstance(config, Mapping):
         raise CircuitBreakerConfigError(
             f"circuit breaker: the config must be a mapping of keys to values, got"
-            f" {_show(config)} (from {source})"
+            f" {_short_repr(config)} (from {source})"
         )
     for key in config:
         if key not in DEFAULTS:
             raise CircuitBreakerConfigError(
-                f"circuit breaker: unknown key {_show(key)} (from {source}); the keys are"
+                f"circuit breaker: unknown key {_short_repr(key)} (from {source}); the keys are"
                 f" {', '.join(DEFAULTS)} (check the spelling)"
             )
     given = {key: value for key, value in config.items() if value is not None}
@@ -272,14 +251,8 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
 def _field(obj: object, name: str) -> object:
     """Read ``name`` from an execution or agent by key (mapping) or by attribute; never raise."""
     try:
-        # dict and attribute access first: the ABC check is the slow one, and the guard runs on
-        # every tool call.
-        if isinstance(obj, dict):
-            return obj.get(name)
-        if not isinstance(obj, Mapping):
-            return getattr(obj, name, None)
-        return obj.get(name)
-    except Exception:
+        return _read_field(obj, name)
+    except Exception:  # a hostile property or mapping: the guard judges what it can read
         return None
 
 
@@ -448,7 +421,7 @@ class CircuitBreaker:
         if denial.first and self._incident_path:
             self._report(denial, shown, agent)
         return self.config.deny_message.format(
-            tool=json.dumps(shown, ensure_ascii=True), count=denial.tally, limit=denial.limit
+            tool=_json_literal(shown), count=denial.tally, limit=denial.limit
         )
 
     def calls(self, agent: object = None) -> int:
@@ -485,24 +458,24 @@ class CircuitBreaker:
             try:
                 if not ignore.isdisjoint(arguments):
                     arguments = {k: v for k, v in arguments.items() if k not in ignore}
-            except Exception:  # a hostile mapping: keys that cannot be hashed or compared
-                self._unidentifiable(tool, arguments)
+            except Exception as error:  # a hostile mapping: keys that cannot be hashed or compared
+                self._unidentifiable(tool, error)
                 return None
         try:
             return call_hash(tool, arguments)
-        except (TypeError, ValueError, RecursionError):
-            self._unidentifiable(tool, arguments)
+        except (TypeError, ValueError, RecursionError) as error:
+            self._unidentifiable(tool, error)
             return None
 
-    def _unidentifiable(self, tool: str, arguments: object) -> None:
+    def _unidentifiable(self, tool: str, error: Exception) -> None:
         # Failing open beats blocking real work; say so once per tool, naming only the type.
         if tool not in self._unidentified and len(self._unidentified) < 1024:
             self._unidentified.add(tool)
             logger.warning(
                 "circuit breaker: the arguments of tool %s could not be identified (%s); such calls"
                 " are allowed and not checked for duplicates",
-                json.dumps(tool, ensure_ascii=True),
-                type(arguments).__name__,
+                _json_literal(tool),
+                _describe_unidentifiable(error),
             )
 
     def _judge(self, state: _AgentState, digest: str | None) -> _Denial | None:
@@ -608,7 +581,7 @@ class CircuitBreaker:
                 logger.warning(
                     "circuit breaker: could not append to the incident log %s (%s); denials still"
                     " apply, but incidents are not being recorded",
-                    json.dumps(self._incident_path, ensure_ascii=True),
+                    _json_literal(self._incident_path),
                     reason,
                 )
 

@@ -377,3 +377,18 @@ def test_identical_calls_from_many_threads_trip_at_exactly_the_limit() -> None:
         thread.join()
     assert results.count(True) == 49
     assert len(results) == 800
+
+
+def test_the_fail_open_warning_names_the_offending_type_on_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import datetime
+
+    hostile = type("Forged\nWARNING injected line", (), {})
+    host = Host({})
+    with caplog.at_level(logging.WARNING, logger="dsh_loop_brake"):
+        assert host.allowed("schedule", {"when": datetime.datetime(2026, 9, 1)})
+        assert host.allowed("store", {"blob": hostile()})
+    first, second = (r.getMessage() for r in caplog.records)
+    assert "datetime" in first and "2026" not in first  # the type that failed, not "dict"
+    assert "\n" not in second and "Forged" in second
