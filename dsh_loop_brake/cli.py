@@ -194,6 +194,8 @@ def _run_config(args: argparse.Namespace) -> int:
     resolved = resolve_loop_brake(composition)
     if args.json:
         print(json.dumps(_config_json(resolved), indent=2, ensure_ascii=False, default=str))
+        if resolved.row is None:  # stdout is for the JSON; the person still needs the hint
+            sys.stderr.write(_install_hint(args.profile, home))
     else:
         _print_config_text(resolved, args.profile, home, sys.stdout)
     return EXIT_OK
@@ -213,9 +215,7 @@ def _print_config_text(resolved: ResolvedConfig, profile: str, home: Path, out: 
     where = profile_dir(home, profile)
     if row is None:
         out.write(f"profile {profile!r} ({where}) has no {LOOP_BRAKE_ROW} row.\n")
-        # The hint is a command to paste: --home only when the default home would be another.
-        home_option = f" --home {shlex.quote(str(home))}" if home != default_home() else ""
-        out.write(f"hint: add it with `{PROG} install --profile {profile}{home_option}`\n")
+        out.write(_install_hint(profile, home))
     else:
         sources = row.sources
         out.write(f"profile:     {profile} ({where})\n")
@@ -241,6 +241,12 @@ def _print_config_text(resolved: ResolvedConfig, profile: str, home: Path, out: 
         out.write(f"skipped:     {len(skipped)} patch{'es' if len(skipped) != 1 else ''}\n")
         for entry in skipped:
             out.write(f"  {entry}\n")
+
+
+def _install_hint(profile: str, home: Path) -> str:
+    # A command to paste: --home only when the default home would be another one.
+    home_option = f" --home {shlex.quote(str(home))}" if home != default_home() else ""
+    return f"hint: add it with `{PROG} install --profile {profile}{home_option}`\n"
 
 
 def _describe(resolved: ResolvedConfig) -> str:

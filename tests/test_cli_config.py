@@ -337,3 +337,15 @@ def test_the_install_hint_is_the_command_to_run_as_is(run_cli: RunCli, tmp_path:
     # Running the hinted command really adds the row that config was missing.
     assert run_cli("install", env={"HOME": str(user_home)}).returncode == 0
     assert "has no loop-brake row" not in run_cli("config", env={"HOME": str(user_home)}).stdout
+
+
+def test_with_json_and_no_row_the_install_hint_goes_to_stderr(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    empty_home = tmp_path / "empty"
+    done = run_cli("config", "--home", str(empty_home), "--json", "--profile", "ci")
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["row"] is None  # stdout stays one JSON object
+    assert f"hint: add it with `dsh-loop-brake install --profile ci --home {empty_home}`" in (
+        done.stderr
+    )
