@@ -7,7 +7,6 @@ Installing takes a while; nothing is timed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -36,8 +35,6 @@ def _bin(environment: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv into which the project was installed with ``pip install <dir>``."""
-    if importlib.util.find_spec("hatchling") is None:
-        pytest.skip("hatchling (the build backend) is not installed")
     work = tmp_path_factory.mktemp("replay-install")
     env = _env(work)
     source = work / "source"  # a copy: the install may leave build artefacts behind
