@@ -117,6 +117,9 @@ def open_transcript(
         raise ReaderError(shown, _os_reason(error)) from None
     try:
         return _open(file, Path(path), shown, format, problems)
+    except OSError as error:
+        file.close()
+        raise ReaderError(shown, _os_reason(error)) from None
     except BaseException:
         file.close()
         raise
@@ -128,10 +131,7 @@ def open_transcript(
 
 def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: _Problems) -> Transcript:
     if path.suffix.lower() not in _LINE_SUFFIXES:
-        try:
-            data = file.read()
-        except OSError as error:
-            raise ReaderError(shown, _os_reason(error)) from None
+        data = file.read()
         document = _parse_document(data, shown)
         if document is not _JSON_LINES:
             file.close()
@@ -155,12 +155,11 @@ class _JsonLines:
 
 
 _JSON_LINES: Final = _JsonLines()
-_EMPTY: Final[list[Any]] = []
 
 
 def _parse_document(data: bytes, shown: str) -> Any:
     if not data.strip():
-        return _EMPTY
+        return []
     try:
         return json.loads(data)
     except json.JSONDecodeError as error:
