@@ -741,8 +741,9 @@ class LoopBrake:
             streak = self._streaks.get(session_id)
         if streak is None:
             return None
-        digest = format(streak & _STREAK_DIGEST_MASK, "064x")
-        return digest[:_HASH_PREFIX_LENGTH], streak >> _STREAK_DIGEST_BITS
+        # Only the prefix's 48 bits are formatted: replay asks for this after every call.
+        prefix = (streak & _STREAK_DIGEST_MASK) >> (_STREAK_DIGEST_BITS - 4 * _HASH_PREFIX_LENGTH)
+        return format(prefix, "012x"), streak >> _STREAK_DIGEST_BITS
 
     def reset(self, session_id: str | None = None) -> None:
         """Forget one session's streak, or every session's."""

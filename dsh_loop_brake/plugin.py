@@ -36,6 +36,9 @@ __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
 ROW_ID: Final = "loop-brake"
 
+_Marks = tuple[Hashable, ...]
+"""What a call in flight is marked by: its execution object's id, and its call id if it has one."""
+
 _MISSING: Final = object()
 
 
@@ -162,7 +165,13 @@ class _Installation:
         if execution is None:
             return False
         with self._lock:
-            return _call_key(execution) in self._in_flight
+            if id(execution) in self._in_flight:
+                return True  # the very object the execute seam counted: the usual case, no reads
+        key = _call_key(execution)  # a copy of the execution: match it by its call id
+        if key is None:
+            return False
+        with self._lock:
+            return key in self._in_flight
 
     # -- the execute seam ----------------------------------------------------------------
 
@@ -201,13 +210,13 @@ class _Installation:
 
         return braked_execute
 
-    async def _leave_after(self, result: Awaitable[Any], key: Hashable | None) -> Any:
+    async def _leave_after(self, result: Awaitable[Any], key: _Marks | None) -> Any:
         try:
             return await result
         finally:
             self._leave(key)
 
-    def _enter(self, execution: Any) -> Hashable | None:
+    def _enter(self, execution: Any) -> _Marks | None:
         """Count the call (raising ``LoopBrakeError`` when denied) and mark it in flight."""
         if not self._active:
             return None
@@ -215,32 +224,35 @@ class _Installation:
         self._brake.check(
             str(_field(execution, "name")), _field(execution, "arguments"), session_id=session
         )
+        # Marked by identity (what the braked body is usually handed) and by call id (for hosts
+        # that hand the body a copy). The identity entry goes before the object can be collected.
         key = _call_key(execution, session)
+        marks: _Marks = (id(execution),) if key is None else (id(execution), key)
         with self._lock:
-            self._in_flight[key] = self._in_flight.get(key, 0) + 1
-        return key
+            for mark in marks:
+                self._in_flight[mark] = self._in_flight.get(mark, 0) + 1
+        return marks
 
-    def _leave(self, key: Hashable | None) -> None:
-        if key is None:
+    def _leave(self, marks: _Marks | None) -> None:
+        if marks is None:
             return
         with self._lock:
-            remaining = self._in_flight.get(key, 0) - 1
-            if remaining > 0:
-                self._in_flight[key] = remaining
-            else:
-                self._in_flight.pop(key, None)
+            for mark in marks:
+                remaining = self._in_flight.get(mark, 0) - 1
+                if remaining > 0:
+                    self._in_flight[mark] = remaining
+                else:
+                    self._in_flight.pop(mark, None)
 
 
-def _call_key(execution: object, session: str | None = None) -> Hashable:
-    """The host's call id within the calling session; without one, the execution object itself."""
+def _call_key(execution: object, session: str | None = None) -> tuple[str, str | int] | None:
+    """The host's call id within the calling session, or ``None`` when the call has none."""
     call_id = _field(execution, "call_id")
     if call_id is None:
         call_id = _field(execution, "callId")
     if isinstance(call_id, (str, int)) and call_id != "":
         return (session_key(None, execution) if session is None else session, call_id)
-    # Bodies receive the very execution object the host passed to execute: its identity is the key
-    # while the call is in flight (the entry is removed before the object can be collected).
-    return ("object", id(execution))
+    return None
 
 
 def _own_attribute(source: object, name: str) -> object:
