@@ -152,7 +152,7 @@ def resolve_loop_brake(
     if row is None:
         return ResolvedConfig(None, None, None, composition)
     try:
-        max_repeats, source = _max_repeats_and_source(row, env)
+        max_repeats, source = max_repeats_and_source(row, env)
     except LoopBrakeConfigError as err:
         if not row.disabled:
             raise
@@ -160,7 +160,12 @@ def resolve_loop_brake(
     return ResolvedConfig(row, max_repeats, source, composition)
 
 
-def _max_repeats_and_source(row: Row, environ: Mapping[str, str]) -> tuple[int, str]:
+def max_repeats_and_source(row: Row, environ: Mapping[str, str]) -> tuple[int, str]:
+    """The row's ``maxRepeats`` as the plugin resolves it, and its source as ``config`` shows it.
+
+    The source is the patch file that set it, ``env DSH_LOOP_BRAKE_MAX_REPEATS`` or
+    ``default``. A bad value raises ``LoopBrakeConfigError`` prefixed with its file and line.
+    """
     config = row.config
     # The row's config alone first: an error here is the patch file's, so name that file.
     try:

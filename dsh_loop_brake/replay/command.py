@@ -22,7 +22,7 @@ from dsh_loop_brake.harness import HarnessError, Row
 from dsh_loop_brake.harness.layers import compose
 from dsh_loop_brake.harness.manifest import find_manifest
 from dsh_loop_brake.harness.patches import compose_layers
-from dsh_loop_brake.harness.profiles import default_home
+from dsh_loop_brake.harness.profiles import resolve_home
 from dsh_loop_brake.harness.types import Layer
 from dsh_loop_brake.loop_brake import (
     ENV_VAR,
@@ -108,13 +108,7 @@ def _run(args: argparse.Namespace, err: _Stderr) -> int:
     if args.max_repeats is not None:
         override = normalize_max_repeats(args.max_repeats, source="--max-repeats")
     setting = _loop_brake_row(args, override, err)
-    try:
-        replayer = Replayer(setting.row, sweep)
-    except LoopBrakeConfigError as error:
-        # The plugin refused the row's config: name the patch file that supplied it.
-        if setting.origin is None or ENV_VAR in str(error):
-            raise
-        raise LoopBrakeConfigError(f"{setting.origin}: {error}") from None
+    replayer = Replayer(setting.row, sweep)
     try:
         return _replay(args, replayer, setting, err)
     finally:
@@ -234,11 +228,10 @@ def _walk(directory: Path, warn: _Warn) -> Iterator[Path]:
 
 @dataclass(frozen=True)
 class _Setting:
-    """The row replay applies, where its maxRepeats comes from, and the file that set its config."""
+    """The row replay applies, and where its maxRepeats comes from (for the report's heading)."""
 
     row: Row
     described: str
-    origin: str | None
 
 
 def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr) -> _Setting:
@@ -248,7 +241,7 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
     it). A profile without one is replayed with the package's own bundle row (the defaults);
     a disabled row is replayed as if it were enabled, with its config. Both are said on stderr.
     """
-    home = default_home() if args.home is None else Path(args.home).expanduser()
+    home = resolve_home(args.home)
     composition = compose(args.profile, home, args.patches)
     row = composition.row(ROW_ID)
     if row is None:
@@ -268,17 +261,15 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
         )
     if override is not None:
         row = Row(id=row.id, name=row.name, config={"maxRepeats": override})
-        return _Setting(row, "--max-repeats", None)
-    config = row.config
-    origin = row.sources.get("config.maxRepeats") or row.sources.get("config")
-    if config is not None and config.get("maxRepeats") is not None:
-        described = f"from {origin}" if origin is not None else "from the profile's row"
-    elif os.environ.get(ENV_VAR, "").strip():
-        described = f"from ${ENV_VAR}"
-    else:
-        described = "the default"
-    enabled = Row(id=row.id, name=row.name, config=config)
-    return _Setting(enabled, described, None if origin is None else str(origin))
+        return _Setting(row, "--max-repeats")
+    from dsh_loop_brake.cli import max_repeats_and_source  # resolved exactly as `config` shows it
+
+    # Validated here, not at apply, so a bad value is reported with the file and line it came from.
+    _, source = max_repeats_and_source(row, os.environ)
+    described = {"default": "the default", f"env {ENV_VAR}": f"from ${ENV_VAR}"}.get(
+        source, f"from {source}"
+    )
+    return _Setting(Row(id=row.id, name=row.name, config=row.config), described)
 
 
 def _bundle_row() -> Row:
