@@ -8,9 +8,10 @@ Two seams, one count per call:
   plugin was applied.
 
 A host call that goes through both seams is counted once: the execute seam counts it and marks
-it in flight under its call id (or, without one, the execution object itself); the braked body
-sees the mark and runs unbraked. Marks are plain shared state under a lock, so this holds when
-the host runs bodies in another thread or task.
+it in flight by the execution object's identity and, when it has one, its call id; the braked
+body finds the mark (by identity, or by call id when the host hands it a copy) and runs
+unbraked. Marks are plain shared state under a lock, so this holds when the host runs bodies in
+another thread or task.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class _Installation:
         self._brake = brake
         self._active = False
         self._lock = threading.Lock()
-        # call key -> how many executions under that key are inside the execute seam right now
+        # mark (see _Marks) -> how many executions with that mark are inside the execute seam
         self._in_flight: dict[Hashable, int] = {}
         # attribute name -> (our wrapper, the instance's own attribute or _MISSING)
         self._saved: dict[str, tuple[Callable[..., Any], object]] = {}
