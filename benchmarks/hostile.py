@@ -5,8 +5,8 @@
 Times ``LoopBrake.check`` on huge strings (ASCII, and non-ASCII with escapes) and on deep nesting
 at several sizes, side by side with the standard-library floor (``json.dumps`` + sha256, which
 cannot do deep nesting at all: it raises ``RecursionError``), and prints the cost per unit of size.
-Linear time shows as a flat cost per MB (or per level) across sizes. Peak memory relative to the
-input (the string's own size in memory) is printed for the strings (tracemalloc).
+Linear time shows as a flat cost per MB (or per level of nesting) across sizes. Peak memory
+relative to the input (the string's own size in memory) is printed for the strings (tracemalloc).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def strings(repeats: int) -> None:
 
 
 def nesting(repeats: int) -> None:
-    print("\nDeep nesting: LoopBrake.check per 1,000 levels (the floor raises RecursionError)")
-    print(f"{'depth':>10}{'check':>12}{'per 1k levels':>16}")
+    print("\nDeep nesting: LoopBrake.check per level (the floor raises RecursionError)")
+    print(f"{'depth':>10}{'check':>12}{'per level':>16}")
     for depth in (10_000, 25_000, 50_000, 100_000):
         args = nested(depth)
         ours = median_seconds(check_once(args), repeats)
