@@ -443,3 +443,18 @@ def test_progress_on_a_terminal(cli_env: dict[str, str], tmp_path: Path) -> None
     assert b"replaying 1/5 " in captured
     assert b"\r\x1b[K" in captured  # the progress line is cleared again
     assert json.loads(out)["totals"]["sessions"] == 6  # stdout stays clean JSON
+
+
+# --------------------------------------------------------------------------------------------
+# Streams and odd paths a user hands over
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdin"), reason="needs /dev/stdin")
+def test_json_lines_piped_in_replay_like_a_file(run_cli: RunCli) -> None:
+    # `cat calls.jsonl | dsh-loop-brake replay /dev/stdin`, or `replay <(zcat log.jsonl.gz)`:
+    # a pipe has no suffix and cannot be rewound, and is still a transcript.
+    lines = [{"tool": "search", "args": {"q": "weather"}, "session": "s"}] * 4
+    piped = "".join(json.dumps(line) + "\n" for line in lines)
+    result = run_cli("replay", "--json", "/dev/stdin", stdin=piped)
+    report = report_of(result)
+    assert [(s["session"], s["calls"], s["denied"]) for s in report["sessions"]] == [("s", 4, 2)]

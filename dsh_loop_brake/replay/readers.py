@@ -12,6 +12,7 @@ reported through ``on_problem`` and skipped, so one truncated line never costs t
 
 from __future__ import annotations
 
+import io
 import json
 import json.scanner
 from collections.abc import Callable, Iterable, Iterator
@@ -136,8 +137,13 @@ def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: _Probl
         if document is not _JSON_LINES:
             file.close()
             return _from_document(document, path, shown, format, problems)
-        del data
-        file.seek(0)
+        if file.seekable():
+            del data
+            file.seek(0)  # read it again line by line: memory stays flat
+        else:
+            # A pipe (`replay /dev/stdin`, `<(zcat ...)`) cannot be rewound; it is already read.
+            file.close()
+            file = io.BytesIO(data)
     return _from_lines(file, path, shown, format, problems)
 
 
