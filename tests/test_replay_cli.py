@@ -458,3 +458,13 @@ def test_json_lines_piped_in_replay_like_a_file(run_cli: RunCli) -> None:
     result = run_cli("replay", "--json", "/dev/stdin", stdin=piped)
     report = report_of(result)
     assert [(s["session"], s["calls"], s["denied"]) for s in report["sessions"]] == [("s", 4, 2)]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_in_a_directory_is_not_waited_on(run_cli: RunCli, tmp_path: Path) -> None:
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    os.mkfifo(directory / "live.jsonl")  # nobody writes it: opening it would block for good
+    shutil.copy(FIXTURES / "calls.jsonl", directory / "calls.jsonl")
+    report = report_of(run_cli("replay", "--json", str(directory)))
+    assert {Path(s["source"]).name for s in report["sessions"]} == {"calls.jsonl"}

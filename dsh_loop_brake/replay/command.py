@@ -190,7 +190,8 @@ def find_transcripts(paths: Sequence[Path], warn: _Warn) -> Iterator[Path]:
     """The files to replay: each file as given, each directory searched recursively.
 
     A directory contributes its ``.json``, ``.jsonl`` and ``.ndjson`` files in sorted order,
-    skipping hidden files and directories; a file reached twice is replayed once.
+    skipping hidden files and directories and anything that is not a regular file (a named
+    pipe); a file reached twice is replayed once.
     """
     seen: set[str] = set()
     for path in paths:
@@ -219,7 +220,11 @@ def _walk(directory: Path, warn: _Warn) -> Iterator[Path]:
         dirs[:] = sorted(name for name in dirs if not name.startswith("."))
         for name in sorted(names):
             if not name.startswith(".") and name.lower().endswith(TRANSCRIPT_SUFFIXES):
-                yield Path(root, name)
+                file = Path(root, name)
+                # A named pipe or device found by a search is no transcript, and opening a
+                # pipe nobody writes would wait for good (a path given by hand is still read).
+                if file.is_file() or not file.exists():
+                    yield file
 
 
 # ---------------------------------------------------------------------------------------------
