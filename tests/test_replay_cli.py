@@ -468,3 +468,16 @@ def test_a_named_pipe_in_a_directory_is_not_waited_on(run_cli: RunCli, tmp_path:
     shutil.copy(FIXTURES / "calls.jsonl", directory / "calls.jsonl")
     report = report_of(run_cli("replay", "--json", str(directory)))
     assert {Path(s["source"]).name for s in report["sessions"]} == {"calls.jsonl"}
+
+
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_path_is_a_usage_error_not_the_current_directory(
+    run_cli: RunCli, tmp_path: Path, path: str
+) -> None:
+    # `replay "$LOG_DIR"` with the variable unset must not replay whatever is in the cwd.
+    shutil.copy(FIXTURES / "calls.jsonl", tmp_path / "stray.jsonl")
+    result = run_cli("replay", path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "Traceback" not in result.stderr
+    # an argparse usage error, like an empty --home: the usage, then the one-line reason
+    assert "argument PATH: a PATH is empty" in result.stderr.splitlines()[-1]

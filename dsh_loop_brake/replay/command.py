@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
         nargs="*",
-        type=Path,
+        type=_transcript_path,
         metavar="PATH",
         help="transcript files or directories (searched recursively for .json, .jsonl and "
         ".ndjson; hidden ones skipped); none: the example transcripts shipped in the package",
@@ -88,6 +88,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit with code 1 when the brake would deny any call (for CI)",
     )
+
+
+def _transcript_path(text: str) -> Path:
+    # An unset shell variable (`replay "$LOG_DIR"`) would otherwise replay the current directory.
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "a PATH is empty; give a transcript file or directory, or none for the examples"
+        )
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
