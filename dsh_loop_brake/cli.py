@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from dsh_loop_brake.harness.errors import HarnessError
 from dsh_loop_brake.harness.layers import compose
@@ -297,9 +297,16 @@ COMMANDS: list[Command] = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (argparse prints its whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The argument parser with one subparser per command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Stop runaway AI-agent tool loops in code, outside the model.",
     )

@@ -264,9 +264,24 @@ def test_a_missing_patch_file_or_a_bad_profile_name_exits_2(
     )
 
 
-def test_usage_errors_exit_2(run_cli: RunCli) -> None:
-    assert run_cli().returncode == 2
-    assert run_cli("config", "--no-such-option").returncode == 2
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (),
+        ("config", "--no-such-option"),
+        ("install", "--home", ""),
+        ("replay", "--format", "bogus"),
+        ("replay", "--sweep"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(run_cli: RunCli, argv: tuple[str, ...]) -> None:
+    done = run_cli(*argv)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr  # no usage block, no traceback
+    assert done.stderr.startswith("dsh-loop-brake") and "--help" in done.stderr
+
+
+def test_help_lists_the_commands(run_cli: RunCli) -> None:
     done = run_cli("--help")
     assert done.returncode == 0
     assert all(name in done.stdout for name in ("install", "uninstall", "config"))
