@@ -118,7 +118,7 @@ def test_harness_results_for_denials_carry_no_arguments(all_logs: pytest.LogCapt
     async def calls() -> list[Any]:
         results = []
         for n in range(4):
-            # Alternate agents so the circuit breaker's window, not the streak, trips too.
+            # Four identical calls: the brake denies at 2, the breaker's window would at 3.
             execution = ToolExecution(f"c{n}", "http_get", dict(SECRET_ARGS), Agent("a"))
             results.append(await harness.execute(execution))
         return results
