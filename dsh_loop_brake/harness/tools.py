@@ -35,8 +35,10 @@ class ToolRegistry:
 
     def __init__(self, root: Fiber | None = None) -> None:
         self._root = root if root is not None else Fiber("registry")
-        self._tools: dict[str, list[ToolDefinition]] = {}
-        self._guards: list[Guard] = []
+        # Both are replaced whole under the lock and never changed in place, so ``execute``
+        # reads them without it: one call's lookup and guards are one consistent snapshot.
+        self._tools: dict[str, tuple[ToolDefinition, ...]] = {}
+        self._guards: tuple[Guard, ...] = ()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -59,40 +61,42 @@ class ToolRegistry:
         if not callable(getattr(definition, "execute", None)):
             raise TypeError(f"tool {json.dumps(name)} needs a callable execute")
         with self._lock:
-            self._tools.setdefault(name, []).append(definition)
+            self._tools[name] = (*self._tools.get(name, ()), definition)
 
         def unregister() -> None:
             with self._lock:
-                stack = self._tools.get(name)
-                if stack is None:
-                    return
+                stack = self._tools.get(name, ())
                 for index in range(len(stack) - 1, -1, -1):
                     if stack[index] is definition:
-                        del stack[index]
+                        stack = stack[:index] + stack[index + 1 :]
                         break
-                if not stack:
+                else:
+                    return
+                if stack:
+                    self._tools[name] = stack
+                else:
                     del self._tools[name]
 
         return self._owned(unregister)
 
     def get(self, name: str) -> ToolDefinition | None:
         """The definition a call of ``name`` would run now (the latest registration), or None."""
-        with self._lock:
-            stack = self._tools.get(name)
-            return stack[-1] if stack else None
+        stack = self._tools.get(name)
+        return stack[-1] if stack else None
 
     def guard(self, fn: Guard) -> Callable[[], None]:
         """Add a pre-execution guard; return its disposer (owned like registrations)."""
         if not callable(fn):
             raise TypeError("a guard must be callable")
         with self._lock:
-            self._guards.append(fn)
+            self._guards = (*self._guards, fn)
 
         def remove() -> None:
             with self._lock:
-                for index, existing in enumerate(self._guards):
+                guards = self._guards
+                for index, existing in enumerate(guards):
                     if existing is fn:
-                        del self._guards[index]
+                        self._guards = guards[:index] + guards[index + 1 :]
                         break
 
         return self._owned(remove)
@@ -104,12 +108,13 @@ class ToolRegistry:
         if definition is None:
             message = f"unknown tool {_quote(name)}: no tool of that name is registered"
             return _error("UNKNOWN_TOOL", message)
-        reason = self._deny_reason(execution)
-        if reason is not None:
-            return _error("DENIED", reason)
+        if self._guards:
+            reason = self._deny_reason(execution)
+            if reason is not None:
+                return _error("DENIED", reason)
         try:
             result = definition.execute(execution.arguments, execution)
-            if inspect.isawaitable(result):
+            if type(result) is not ToolResult and inspect.isawaitable(result):
                 result = await result
         except LoopBrakeError:
             raise
@@ -128,9 +133,7 @@ class ToolRegistry:
             raise
 
     def _deny_reason(self, execution: ToolExecution) -> str | None:
-        with self._lock:
-            guards = list(self._guards)
-        for guard in guards:
+        for guard in self._guards:
             try:
                 reason = guard(execution)
             except LoopBrakeError:
