@@ -73,6 +73,8 @@ class LoopBrakeError(Exception):
 
     code: Final = "LOOP_BRAKE"
     plugin: Final = PLUGIN_NAME
+    # A loop in replay raises one of these per call: slots make it cheap to build.
+    __slots__ = ("count", "hash_prefix", "max_repeats", "session_id", "tool_name")
 
     def __init__(
         self,
@@ -125,7 +127,7 @@ class InvalidMaxRepeatsError(LoopBrakeConfigError):
 
 def _json_literal(text: str) -> str:
     """``text`` as an ASCII JSON string literal: quotes and newlines cannot break a line."""
-    return json.dumps(text, ensure_ascii=True)
+    return json.encoder.encode_basestring_ascii(text)  # json.dumps(text) without its dispatch
 
 
 class _ShortRepr(reprlib.Repr):
@@ -245,27 +247,33 @@ def _call_digest(tool_name: str, args: Any) -> bytes:
 def _digest(tool_name: str, args: Any) -> bytes:
     """The SHA-256 digest of the call; raises TypeError or ValueError for unidentifiable args."""
     text = _fast_text(args)
-    if text is not None:
+    if text is None:
+        text = _exact_text(args)
+    else:
         try:
-            return _sha256_of_call(tool_name, text)
+            if len(text) < _ONE_PIECE:
+                return _sha256(f"{tool_name}\n{text}".encode()).digest()
+            return _sha256_in_two_pieces(tool_name.encode(), text)
         except UnicodeEncodeError:
-            pass  # a surrogate code point, in the arguments or the tool name: see below
-    text = _exact_text(args) if text is None else _javascript_surrogates(text)
-    # canonical text is valid UTF-8 now; a tool name with unpaired surrogates (not valid Unicode)
-    # keeps them distinct, as surrogatepass bytes, rather than merging them into one U+FFFD.
+            # A surrogate code point, in the arguments or the tool name.
+            text = _javascript_surrogates(text)
+    # The canonical text is valid UTF-8 now; a tool name with unpaired surrogates (not valid
+    # Unicode) keeps them distinct, as surrogatepass bytes, rather than merging them into one
+    # U+FFFD.
     name = _javascript_surrogates(tool_name, escape=False)
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\n")
+    return _sha256_in_two_pieces(name.encode("utf-8", "surrogatepass"), text)
+
+
+def _sha256_in_two_pieces(name: bytes, text: str) -> bytes:
+    # A large call's text is not copied a third time to put the name in front of it.
+    digest = _sha256(name + b"\n")
     digest.update(text.encode())
     return digest.digest()
 
 
-def _sha256_of_call(tool_name: str, text: str) -> bytes:
-    if len(text) < 65536:
-        return hashlib.sha256(f"{tool_name}\n{text}".encode()).digest()
-    # A large call is hashed in two pieces rather than through a third copy of its text.
-    digest = hashlib.sha256(f"{tool_name}\n".encode())
-    digest.update(text.encode())
-    return digest.digest()
+_sha256: Final = hashlib.sha256
+# Below this many characters a call is hashed as one string (one allocation, one update).
+_ONE_PIECE: Final = 65536
 
 
 def _refuse(value: Any) -> Any:
@@ -323,9 +331,16 @@ def _fast_text(value: Any) -> str | None:
 
     The text may still hold raw surrogate code points (see ``_javascript_surrogates``).
     """
-    verdict = _inspect(value)
-    if verdict is None:
-        return None
+    if (
+        type(value) is dict
+        and _STR_ONLY.issuperset(map(type, value))
+        and _SCALARS.issuperset(map(type, value.values()))
+    ):
+        verdict: int | None = _PLAIN  # the usual call: one flat object; no walk needed
+    else:
+        verdict = _inspect(value)
+        if verdict is None:
+            return None
     try:
         if verdict == _SWAP_FLOATS:
             value = _with_javascript_floats(value)
@@ -652,7 +667,16 @@ def session_key(session_id: str | None = None, execution: object = None) -> str:
     """The explicit session id, else the calling agent's id from the execution, else "default"."""
     if session_id is not None:
         return session_id
-    agent_id = _field(_field(execution, "agent"), "id")
+    return _agent_session(_field(execution, "agent"))
+
+
+def _agent_session(agent: object) -> str:
+    """The agent's id as a session key, or "default" for no agent or an empty id."""
+    if agent is None:
+        return "default"
+    agent_id = _field(agent, "id")
+    if type(agent_id) is str:
+        return agent_id or "default"  # the usual id, a plain string: no conversion
     if agent_id is not None and agent_id != "":
         return str(agent_id)
     return "default"
@@ -661,21 +685,28 @@ def session_key(session_id: str | None = None, execution: object = None) -> str:
 def _field(source: Any, name: str) -> Any:
     """``source[name]`` when ``source`` is a mapping, else ``source.name``; ``None`` if absent."""
     kind = type(source)
-    if kind is dict:
-        return source.get(name)
-    is_mapping = _IS_MAPPING.get(kind)
-    if is_mapping is None:
-        # An isinstance check against the Mapping ABC costs more than the rest of the lookup, and
-        # this runs several times before every tool call; the answer depends on the type alone.
-        is_mapping = isinstance(source, Mapping)
-        if len(_IS_MAPPING) < 256:
-            _IS_MAPPING[kind] = is_mapping
-    if is_mapping:
+    if kind in _OBJECT_TYPES:
+        return getattr(source, name, None)
+    if kind is dict or kind in _MAPPING_TYPES or _learn_is_mapping(source):
         return source.get(name)
     return getattr(source, name, None)
 
 
-_IS_MAPPING: dict[type, bool] = {type(None): False}
+def _learn_is_mapping(source: object) -> bool:
+    # An isinstance check against the Mapping ABC costs more than the rest of a field read, and
+    # fields are read several times before every tool call; the type alone decides, so it is
+    # asked once per type (and remembered for a bounded number of types, so hostile types
+    # cannot grow the sets).
+    is_mapping = isinstance(source, Mapping)
+    known = _MAPPING_TYPES if is_mapping else _OBJECT_TYPES
+    if len(known) < 256:
+        known.add(type(source))
+    return is_mapping
+
+
+_MAPPING_TYPES: set[type] = {dict}
+_OBJECT_TYPES: set[type] = {type(None)}
+"""Types known to be read by key (mappings) and by attribute (everything else)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -737,8 +768,8 @@ class LoopBrake:
 
     def streak(self, session_id: str) -> tuple[str, int] | None:
         """The session's current call (hash prefix) and its count, or ``None``."""
-        with self._lock:
-            streak = self._streaks.get(session_id)
+        # No lock: the streak is one immutable int, replaced whole, and one dict read is atomic.
+        streak = self._streaks.get(session_id)
         if streak is None:
             return None
         # Only the prefix's 48 bits are formatted: replay asks for this after every call.
