@@ -18,27 +18,31 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final, Protocol, final
 
 from dsh_loop_brake.harness.hookspecs import hookimpl
 from dsh_loop_brake.loop_brake import (
+    _OBJECT_TYPES,
     PLUGIN_NAME,
     LoopBrake,
+    _agent_session,
     _field,
     _with_execute,
     decorate_tool,
     resolve_max_repeats,
-    session_key,
 )
 
 __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
 ROW_ID: Final = "loop-brake"
 
-_Marks = tuple[Hashable, ...]
-"""What a call in flight is marked by: its execution object's id, and its call id if it has one."""
+_CallKey = tuple[str, "str | int"]
+"""A call's id within its session, for hosts that hand the tool body a copy of the execution."""
+_Marks = tuple[int, "_CallKey | None"]
+"""What a call in flight is marked by: its execution object's id, and its call key if it has one."""
 
 _MISSING: Final = object()
 
@@ -143,11 +147,16 @@ class _Installation:
 
     def _gate(self, original: Callable[..., Any], braked: Callable[..., Any]) -> Callable[..., Any]:
         """Run ``braked`` unless the execute seam already counted this call or we are disposed."""
+        # Marks are read without the lock: one dict lookup is atomic, and the execute seam made
+        # its marks before the registry handed the execution to this body. The usual case is
+        # the very object the execute seam counted, found by identity before anything is read.
+        in_flight = self._in_flight
         if inspect.iscoroutinefunction(original):
 
             @functools.wraps(original)
             async def gate_async(args: Any, *rest: Any, **kwargs: Any) -> Any:
-                chosen = original if self._counted(rest[0] if rest else None) else braked
+                counted = rest and id(rest[0]) in in_flight
+                chosen = original if counted or self._counted(rest) else braked
                 result: Awaitable[Any] = chosen(args, *rest, **kwargs)
                 return await result
 
@@ -155,24 +164,20 @@ class _Installation:
 
         @functools.wraps(original)
         def gate(args: Any, *rest: Any, **kwargs: Any) -> Any:
-            chosen = original if self._counted(rest[0] if rest else None) else braked
+            counted = rest and id(rest[0]) in in_flight
+            chosen = original if counted or self._counted(rest) else braked
             return chosen(args, *rest, **kwargs)
 
         return gate
 
-    def _counted(self, execution: object) -> bool:
+    def _counted(self, rest: tuple[Any, ...]) -> bool:
+        """Whether the body's call (``rest[0]``, its execution) needs no count of its own."""
         if not self._active:
             return True
-        if execution is None:
+        if not rest or rest[0] is None:
             return False
-        with self._lock:
-            if id(execution) in self._in_flight:
-                return True  # the very object the execute seam counted: the usual case, no reads
-        key = _call_key(execution)  # a copy of the execution: match it by its call id
-        if key is None:
-            return False
-        with self._lock:
-            return key in self._in_flight
+        key = _call_of(rest[0])[3]  # a copy of the execution: match it by its call key
+        return key is not None and key in self._in_flight
 
     # -- the execute seam ----------------------------------------------------------------
 
@@ -221,39 +226,69 @@ class _Installation:
         """Count the call (raising ``LoopBrakeError`` when denied) and mark it in flight."""
         if not self._active:
             return None
-        session = session_key(None, execution)
-        self._brake.check(
-            str(_field(execution, "name")), _field(execution, "arguments"), session_id=session
-        )
-        # Marked by identity (what the braked body is usually handed) and by call id (for hosts
-        # that hand the body a copy). The identity entry goes before the object can be collected.
-        key = _call_key(execution, session)
-        marks: _Marks = (id(execution),) if key is None else (id(execution), key)
+        name, arguments, session, key = _call_of(execution)
+        self._brake.check(name if type(name) is str else str(name), arguments, session_id=session)
+        # Marked by identity (what the braked body is usually handed) and by call key (for hosts
+        # that hand the body a copy). The identity mark goes in before the object can be freed.
+        identity = id(execution)
+        in_flight = self._in_flight
         with self._lock:
-            for mark in marks:
-                self._in_flight[mark] = self._in_flight.get(mark, 0) + 1
-        return marks
+            in_flight[identity] = in_flight.get(identity, 0) + 1
+            if key is not None:
+                in_flight[key] = in_flight.get(key, 0) + 1
+        return identity, key
 
     def _leave(self, marks: _Marks | None) -> None:
         if marks is None:
             return
+        identity, key = marks
+        in_flight = self._in_flight
         with self._lock:
-            for mark in marks:
-                remaining = self._in_flight.get(mark, 0) - 1
-                if remaining > 0:
-                    self._in_flight[mark] = remaining
-                else:
-                    self._in_flight.pop(mark, None)
+            remaining = in_flight.pop(identity, 1) - 1
+            if remaining:
+                in_flight[identity] = remaining
+            if key is not None:
+                remaining = in_flight.pop(key, 1) - 1
+                if remaining:
+                    in_flight[key] = remaining
 
 
-def _call_key(execution: object, session: str | None = None) -> tuple[str, str | int] | None:
-    """The host's call id within the calling session, or ``None`` when the call has none."""
-    call_id = _field(execution, "call_id")
+def _call_of(execution: object) -> tuple[Any, Any, str, _CallKey | None]:
+    """The tool name, arguments, session and call key of a host's execution.
+
+    Read by key from a mapping, else by attribute; the session is the agent's id (as
+    ``session_key`` has it) and the call key pairs it with ``call_id`` (or ``callId``) when the
+    call has one.
+    """
+    name, arguments, agent, call_id = _fields_of(execution)
     if call_id is None:
         call_id = _field(execution, "callId")
-    if isinstance(call_id, (str, int)) and call_id != "":
-        return (session_key(None, execution) if session is None else session, call_id)
-    return None
+    session = _agent_session(agent)
+    key: _CallKey | None
+    if type(call_id) is str:
+        key = (session, call_id) if call_id else None  # the usual call id: a plain string
+    elif isinstance(call_id, (str, int)) and call_id != "":
+        key = (session, call_id)
+    else:
+        key = None
+    return name, arguments, session, key
+
+
+def _fields_of(execution: object) -> tuple[Any, Any, Any, Any]:
+    if type(execution) in _OBJECT_TYPES:
+        try:  # the usual execution: an object with all four attributes, read in one go
+            return _EXECUTION_ATTRIBUTES(execution)
+        except AttributeError:
+            pass
+    return (
+        _field(execution, "name"),
+        _field(execution, "arguments"),
+        _field(execution, "agent"),
+        _field(execution, "call_id"),
+    )
+
+
+_EXECUTION_ATTRIBUTES: Final = operator.attrgetter("name", "arguments", "agent", "call_id")
 
 
 def _own_attribute(source: object, name: str) -> object:
