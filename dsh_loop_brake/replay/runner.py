@@ -24,9 +24,11 @@ from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, Swe
 
 __all__ = ["PROGRESS_EVERY", "Replayer"]
 
-_CHUNK: Final = 4096  # calls read ahead and then fed to every lane in one loop
-PROGRESS_EVERY: Final = 4 * _CHUNK
-"""How many calls pass between two progress callbacks."""
+# Calls read ahead and then fed to every lane in one loop: enough to spare a sweep one coroutine
+# per call and lane, few enough that the calls are still in the CPU cache when the lanes run.
+_CHUNK: Final = 64
+PROGRESS_EVERY: Final = 16384
+"""How many calls pass between two progress callbacks (at most one per chunk)."""
 
 _STUB_RESULT: Final = ToolResult(content="(replayed call: the recorded tool is not run again)")
 _DENIED: Final = "LOOP_BRAKE"
@@ -230,8 +232,12 @@ class Replayer:
         # Each lane runs its own tight loop over the chunk: no coroutine per call and lane.
         for lane in self._lanes:
             await lane.feed(chunk, self._calls)
+        before = self._calls
         self._calls += len(chunk)
-        if self.on_progress is not None and self._calls % PROGRESS_EVERY == 0:
+        if (
+            self.on_progress is not None
+            and self._calls // PROGRESS_EVERY > before // PROGRESS_EVERY
+        ):
             self.on_progress(self._calls)
 
     def report(self) -> Report:
