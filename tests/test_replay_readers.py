@@ -143,6 +143,35 @@ def test_openai_arguments_that_are_json_but_not_objects(tmp_path: Path) -> None:
     assert args[3] != args[3]  # NaN, as json.loads reads it (the brake hashes it as null)
 
 
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=_JSONISH,
+    before=st.sampled_from(["", " ", "\n\t", "\ufeff"]),
+    after=st.sampled_from(["", " ", "\r\n", "x", "}", ", 1"]),
+)
+def test_openai_arguments_decode_exactly_as_json_loads(
+    tmp_path: Path, value: Any, before: str, after: str
+) -> None:
+    text = before + json.dumps(value) + after
+    messages = [{"role": "assistant", "tool_calls": [_tool_call("1", text)]}]
+    path = write(tmp_path, "log.json", json.dumps(messages))
+    _, _, [(_, _, arguments)], _ = read(path)
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        expected = text  # not JSON: kept as the raw string
+    # Compared as JSON text: NaN is not equal to itself, and 1 == 1.0 == True would hide types.
+    assert json.dumps(arguments) == json.dumps(expected)
+    assert type(arguments) is type(expected)
+
+
 def test_openai_malformed_tool_calls_are_reported_not_fatal(tmp_path: Path) -> None:
     messages = [
         {"role": "assistant", "tool_calls": [{"id": "x", "function": {"arguments": "{}"}}, 7]},

@@ -642,10 +642,21 @@ def _openai_function(function: Any) -> tuple[str, Any] | None:
         return name, {}
     if type(arguments) is str:
         try:
-            return name, json.loads(arguments)
+            return name, _loads(arguments)
         except (ValueError, RecursionError):
             return name, arguments  # not JSON: the raw text is still the call's identity
     return name, arguments
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, by the C scanner alone when it takes the whole text (usually)."""
+    try:
+        value, end = _SCAN(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    return json.loads(text)  # whitespace around the value, or not JSON: it decides and says why
 
 
 def _session_messages(value: Any) -> list[Any] | None:
