@@ -13,7 +13,8 @@ per transcript format, as agents' tools write them:
 * ``openai``: ``.json`` files, each a tau-bench-style list of sessions whose assistant messages
   carry ``tool_calls`` (arguments as JSON strings) followed by the tool results.
 
-For each format it times, back to back in every repeat (so the ratios compare like with like):
+For each format it times, file by file and interleaved (so a shared machine's slow and fast spells
+fall on all three alike and the ratios compare like with like):
 
 * the floor: merely parsing the same files with the standard library -- ``json.loads`` of every
   line of a JSON Lines file (read as text), ``json.loads`` of a whole ``.json`` file;
@@ -295,6 +296,41 @@ def timed(fn: Callable[[list[Path]], int], files: list[Path]) -> float:
     return time.process_time() - start
 
 
+def side_by_side(files: list[Path]) -> tuple[float, float, float]:
+    """CPU seconds of the floor, the readers and the full replay over ``files``, interleaved.
+
+    The three are timed file by file, one after the other, so a shared machine's slow and fast
+    spells fall on all three alike and the ratios compare like with like. The replay is one
+    ``Replayer`` and one event loop for the whole run, as ``replay()`` has it; starting and
+    stopping them is timed too.
+    """
+    gc.collect()
+    floor = readers = full = 0.0
+    clock = time.process_time
+    start = clock()
+    loop = asyncio.new_event_loop()
+    replayer = Replayer(ROW)
+    full += clock() - start
+    try:
+        for path in files:
+            start = clock()
+            parse_floor([path])
+            floor += clock() - start
+            start = clock()
+            read_only([path])
+            readers += clock() - start
+            start = clock()
+            loop.run_until_complete(replayer.replay(open_transcript(path)))
+            full += clock() - start
+        start = clock()
+        replayer.report()
+    finally:
+        replayer.dispose()
+        loop.close()
+    full += clock() - start
+    return floor, readers, full
+
+
 def breakdown(files: list[Path], repeats: int) -> list[tuple[str, float]]:
     """Per-call CPU time of each stage of a replay, on the same calls (medians over repeats)."""
     calls = [call for path in files for call in open_transcript(path)]
@@ -474,20 +510,22 @@ def main() -> None:
         for fmt, paths in files.items():
             found = read_only(paths)
             assert found == options.calls, (fmt, found)
-            floor, reader, full = [], [], []
-            for _ in range(options.repeats):
-                floor.append(timed(parse_floor, paths))
-                reader.append(timed(read_only, paths))
-                full.append(timed(replay, paths))
-            f, r, p = (statistics.median(x) for x in (floor, reader, full))
+            runs = [side_by_side(paths) for _ in range(options.repeats)]
+            f, _, p = (statistics.median(stage) for stage in zip(*runs, strict=True))
+            # Ratios are taken within each run (same spell of the machine), then the median.
+            readers = statistics.median(r / floor for floor, r, _ in runs)
+            ratio = statistics.median(full / floor for floor, _, full in runs)
             size = sum(path.stat().st_size for path in paths) / 1e6
             peak = peak_traced(replay, paths) / 1e6
             n = options.calls
             print(
-                f"{fmt:<12} {len(paths):>5} {size:>7.1f} {n / f:>14,.0f} {f'{r / f:.2f}x':>10} "
-                f"{n / p:>15,.0f} {f'{p / f:.2f}x':>13} {peak:>8.1f}"
+                f"{fmt:<12} {len(paths):>5} {size:>7.1f} {n / f:>14,.0f} "
+                f"{f'{readers:.2f}x':>10} {n / p:>15,.0f} {f'{ratio:.2f}x':>13} {peak:>8.1f}"
             )
-        print("\nreaders: the readers' time over the floor; replay/floor: the full replay's.")
+        print(
+            "\nreaders: the readers' time over the floor; replay/floor: the full replay's "
+            "(each the median of the runs' own ratios)."
+        )
 
         print("\nWhere a jsonl call's time goes (CPU per call, medians):")
         stages = breakdown(files["jsonl"], options.repeats)
