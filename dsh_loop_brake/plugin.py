@@ -232,10 +232,14 @@ class _Installation:
         # that hand the body a copy). The identity mark goes in before the object can be freed.
         identity = id(execution)
         in_flight = self._in_flight
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # rather than `with`, which costs twice as much on every call's path
+        try:
             in_flight[identity] = in_flight.get(identity, 0) + 1
             if key is not None:
                 in_flight[key] = in_flight.get(key, 0) + 1
+        finally:
+            lock.release()
         return identity, key
 
     def _leave(self, marks: _Marks | None) -> None:
@@ -243,7 +247,9 @@ class _Installation:
             return
         identity, key = marks
         in_flight = self._in_flight
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             remaining = in_flight.pop(identity, 1) - 1
             if remaining:
                 in_flight[identity] = remaining
@@ -251,6 +257,8 @@ class _Installation:
                 remaining = in_flight.pop(key, 1) - 1
                 if remaining:
                     in_flight[key] = remaining
+        finally:
+            lock.release()
 
 
 def _call_of(execution: object) -> tuple[Any, Any, str, _CallKey | None]:

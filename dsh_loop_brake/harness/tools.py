@@ -104,7 +104,8 @@ class ToolRegistry:
     async def execute(self, execution: ToolExecution) -> ToolResult:
         """Run one call: lookup → guards (first denial final) → ``body(arguments, execution)``."""
         name = execution.name
-        definition = self.get(name)
+        stack = self._tools.get(name)  # as get(name) has it, without a call on every call's path
+        definition = stack[-1] if stack else None
         if definition is None:
             message = f"unknown tool {_quote(name)}: no tool of that name is registered"
             return _error("UNKNOWN_TOOL", message)
