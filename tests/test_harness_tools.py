@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -221,3 +222,39 @@ def test_a_registration_for_a_disposed_fiber_is_refused_and_leaves_nothing_behin
     assert registry.get("late") is None and registry.names() == []
     registry.register(ToolDefinition("t", lambda args, execution: "ran"))
     assert run(registry, call("t")).content == "ran"  # no orphaned guard denies it
+
+
+def test_calls_from_many_threads_while_tools_and_guards_come_and_go() -> None:
+    # A call reads the registry without its lock: while other threads register and dispose a
+    # shadowing tool and a guard, every call must still run one whole definition or be denied
+    # by the guard, never fail inside the registry.
+    registry = ToolRegistry()
+    registry.register(ToolDefinition("t", lambda args, execution: "base"))
+    stop = threading.Event()
+    results: list[ToolResult] = []
+
+    def churn() -> None:
+        while not stop.is_set():
+            undo_tool = registry.register(ToolDefinition("t", lambda args, execution: "shadow"))
+            undo_guard = registry.guard(lambda execution: "held")
+            undo_guard()
+            undo_tool()
+
+    def calls() -> None:
+        for _ in range(2000):
+            results.append(run(registry, call("t")))
+
+    churners = [threading.Thread(target=churn) for _ in range(2)]
+    callers = [threading.Thread(target=calls) for _ in range(3)]
+    for thread in churners + callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    stop.set()
+    for thread in churners:
+        thread.join()
+    assert len(results) == 6000
+    denied = ToolResult(content="held", is_error=True, error={"code": "DENIED", "message": "held"})
+    expected = [ToolResult(content="base"), ToolResult(content="shadow"), denied]
+    assert all(result in expected for result in results)
+    assert registry.get("t") is not None and run(registry, call("t")) == ToolResult("base")

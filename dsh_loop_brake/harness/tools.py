@@ -36,7 +36,7 @@ class ToolRegistry:
     def __init__(self, root: Fiber | None = None) -> None:
         self._root = root if root is not None else Fiber("registry")
         # Both are replaced whole under the lock and never changed in place, so ``execute``
-        # reads them without it: one call's lookup and guards are one consistent snapshot.
+        # reads them without it and sees each as it stood at that moment, never half-updated.
         self._tools: dict[str, tuple[ToolDefinition, ...]] = {}
         self._guards: tuple[Guard, ...] = ()
         self._lock = threading.Lock()
