@@ -333,8 +333,8 @@ def _fast_text(value: Any) -> str | None:
     """
     if (
         type(value) is dict
+        and _SCALARS.issuperset(map(type, value.values()))  # first: nested calls stop here
         and _STR_ONLY.issuperset(map(type, value))
-        and _SCALARS.issuperset(map(type, value.values()))
     ):
         verdict: int | None = _PLAIN  # the usual call: one flat object; no walk needed
     else:
