@@ -73,8 +73,6 @@ class LoopBrakeError(Exception):
 
     code: Final = "LOOP_BRAKE"
     plugin: Final = PLUGIN_NAME
-    # A loop in replay raises one of these per call: slots make it cheap to build.
-    __slots__ = ("count", "hash_prefix", "max_repeats", "session_id", "tool_name")
 
     def __init__(
         self,

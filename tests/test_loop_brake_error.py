@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import traceback
+import weakref
 from typing import Any
 
 import pytest
@@ -59,6 +60,13 @@ def test_attributes() -> None:
     assert len(error.hash_prefix) == 12
     assert error.session_id == "agent-7"
     assert isinstance(error, Exception)
+
+
+def test_the_error_behaves_as_an_ordinary_exception_for_reporters() -> None:
+    # Error reporters keep weak references to exceptions and dump their attributes.
+    error = denied()
+    assert weakref.ref(error)() is error
+    assert vars(error)["tool_name"] == "search" and vars(error)["count"] == 3
 
 
 def test_the_arguments_appear_nowhere_in_the_error() -> None:
