@@ -176,7 +176,7 @@ class _Installation:
             return True
         if not rest or rest[0] is None:
             return False
-        key = _call_of(rest[0])[3]  # a copy of the execution: match it by its call key
+        key = _call_key_of(rest[0])  # a copy of the execution: match it by its call key
         return key is not None and key in self._in_flight
 
     # -- the execute seam ----------------------------------------------------------------
@@ -268,35 +268,42 @@ def _call_of(execution: object) -> tuple[Any, Any, str, _CallKey | None]:
     ``session_key`` has it) and the call key pairs it with ``call_id`` (or ``callId``) when the
     call has one.
     """
-    name, arguments, agent, call_id = _fields_of(execution)
+    kind = type(execution)
+    if kind in _OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
+        try:  # the usual execution: an object with all four attributes, read in one go
+            name, arguments, agent, call_id = _EXECUTION_ATTRIBUTES(execution)
+        except AttributeError:
+            # Read field by field from now on: attrgetter has read some already, and a
+            # property must not run twice on every call.
+            if len(_NOT_ALL_ATTRIBUTES) < 256:
+                _NOT_ALL_ATTRIBUTES.add(kind)
+        else:
+            session = _agent_session(agent)
+            return name, arguments, session, _call_key(session, call_id, execution)
+    session = _agent_session(_field(execution, "agent"))
+    key = _call_key(session, _field(execution, "call_id"), execution)
+    return _field(execution, "name"), _field(execution, "arguments"), session, key
+
+
+def _call_key_of(execution: object) -> _CallKey | None:
+    """Only the call key of an execution (the braked body's lookup of a copy reads no more)."""
+    session = _agent_session(_field(execution, "agent"))
+    return _call_key(session, _field(execution, "call_id"), execution)
+
+
+def _call_key(session: str, call_id: object, execution: object) -> _CallKey | None:
     if call_id is None:
         call_id = _field(execution, "callId")
-    session = _agent_session(agent)
-    key: _CallKey | None
     if type(call_id) is str:
-        key = (session, call_id) if call_id else None  # the usual call id: a plain string
-    elif isinstance(call_id, (str, int)) and call_id != "":
-        key = (session, call_id)
-    else:
-        key = None
-    return name, arguments, session, key
-
-
-def _fields_of(execution: object) -> tuple[Any, Any, Any, Any]:
-    if type(execution) in _OBJECT_TYPES:
-        try:  # the usual execution: an object with all four attributes, read in one go
-            return _EXECUTION_ATTRIBUTES(execution)
-        except AttributeError:
-            pass
-    return (
-        _field(execution, "name"),
-        _field(execution, "arguments"),
-        _field(execution, "agent"),
-        _field(execution, "call_id"),
-    )
+        return (session, call_id) if call_id else None  # the usual call id: a plain string
+    if isinstance(call_id, (str, int)) and call_id != "":
+        return (session, call_id)
+    return None
 
 
 _EXECUTION_ATTRIBUTES: Final = operator.attrgetter("name", "arguments", "agent", "call_id")
+_NOT_ALL_ATTRIBUTES: set[type] = set()
+"""Object types seen without one of the four attributes: read field by field, not in one go."""
 
 
 def _own_attribute(source: object, name: str) -> object:

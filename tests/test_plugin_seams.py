@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
@@ -176,3 +176,52 @@ def test_the_register_seam_brakes_an_immutable_record_definition() -> None:
     with pytest.raises(LoopBrakeError):
         braked.execute({"q": 1})
     assert body.calls == 1
+
+
+class PropertyExecution:
+    """A host execution whose fields are properties that count their reads; it has ``callId``
+    (the JavaScript spelling) and no ``call_id``."""
+
+    reads: ClassVar[dict[str, int]] = {}
+
+    def __init__(self, call_id: str) -> None:
+        self._call_id = call_id
+
+    def _read(self, field: str, value: Any) -> Any:
+        PropertyExecution.reads[field] = PropertyExecution.reads.get(field, 0) + 1
+        return value
+
+    name = property(lambda self: self._read("name", "search"))
+    arguments = property(lambda self: self._read("arguments", {"q": "weather"}))
+    agent = property(lambda self: self._read("agent", None))
+    callId = property(lambda self: self._read("callId", self._call_id))
+
+
+class PassingTools:
+    def __init__(self) -> None:
+        self.defs: dict[str, Any] = {}
+
+    def register(self, definition: dict[str, Any]) -> None:
+        self.defs[definition["name"]] = definition
+
+    def execute(self, execution: Any) -> Any:
+        return self.defs[execution.name]["execute"]({"q": "weather"}, execution)
+
+
+def test_an_executions_properties_are_read_once_per_call() -> None:
+    # A property may do work (or log); reading it twice on every call would be a surprise.
+    tools = PassingTools()
+    loop_brake_plugin.apply(Context(tools), {"maxRepeats": 1000})
+    body = Body()
+    tools.register({"name": "search", "execute": body})
+    PropertyExecution.reads = {}
+    calls = 50
+    for index in range(calls):
+        assert tools.execute(PropertyExecution(f"c{index}")) == "ok"
+    assert body.calls == calls
+    # The host reads `name` once itself; the brake at most once more per call, plus one
+    # learning read on the first call (an object without `call_id` is read field by field).
+    assert PropertyExecution.reads["name"] <= 2 * calls + 1
+    assert PropertyExecution.reads["arguments"] <= calls + 1
+    assert PropertyExecution.reads["agent"] <= calls + 1
+    assert PropertyExecution.reads["callId"] <= calls
