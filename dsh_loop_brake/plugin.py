@@ -8,10 +8,10 @@ Two seams, one count per call:
   plugin was applied.
 
 A host call that goes through both seams is counted once: the execute seam counts it and marks
-it in flight by the execution object's identity and, when it has one, its call id; the braked
-body finds the mark (by identity, or by call id when the host hands it a copy) and runs
-unbraked. Marks are plain shared state under a lock, so this holds when the host runs bodies in
-another thread or task.
+it in flight by the execution object's identity and by its call key (its call id, or for a call
+without one its tool name and arguments object); the braked body finds the mark (by identity,
+or by call key when the host hands it a copy) and runs unbraked. Marks are plain shared state
+under a lock, so this holds when the host runs bodies in another thread or task.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
 ROW_ID: Final = "loop-brake"
 
-_CallKey = tuple[str, "str | int"]
-"""A call's id within its session, for hosts that hand the tool body a copy of the execution."""
-_Marks = tuple[int, "_CallKey | None"]
-"""What a call in flight is marked by: its execution object's id, and its call key if it has one."""
+_CallKey = tuple[Hashable, ...]
+"""What tells a copy of an execution for its original: ``(session, call id)``, or for a call
+without an id ``(session, tool name, id of the arguments)``, which a shallow copy shares."""
+_Marks = tuple[int, _CallKey]
+"""What a call in flight is marked by: its execution object's id, and its call key."""
 
 _MISSING: Final = object()
 
@@ -176,8 +177,7 @@ class _Installation:
             return True
         if not rest or rest[0] is None:
             return False
-        key = _call_key_of(rest[0])  # a copy of the execution: match it by its call key
-        return key is not None and key in self._in_flight
+        return _call_key_of(rest[0]) in self._in_flight  # a copy: matched by its call key
 
     # -- the execute seam ----------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class _Installation:
         if not self._active:
             return None
         name, arguments, session, key = _call_of(execution)
-        self._brake.check(name if type(name) is str else str(name), arguments, session_id=session)
+        self._brake.check(name, arguments, session_id=session)
         # Marked by identity (what the braked body is usually handed) and by call key (for hosts
         # that hand the body a copy). The identity mark goes in before the object can be freed.
         identity = id(execution)
@@ -236,8 +236,7 @@ class _Installation:
         lock.acquire()  # rather than `with`, which costs twice as much on every call's path
         try:
             in_flight[identity] = in_flight.get(identity, 0) + 1
-            if key is not None:
-                in_flight[key] = in_flight.get(key, 0) + 1
+            in_flight[key] = in_flight.get(key, 0) + 1
         finally:
             lock.release()
         return identity, key
@@ -245,28 +244,23 @@ class _Installation:
     def _leave(self, marks: _Marks | None) -> None:
         if marks is None:
             return
-        identity, key = marks
         in_flight = self._in_flight
         lock = self._lock
         lock.acquire()
         try:
-            remaining = in_flight.pop(identity, 1) - 1
-            if remaining:
-                in_flight[identity] = remaining
-            if key is not None:
-                remaining = in_flight.pop(key, 1) - 1
+            for mark in marks:
+                remaining = in_flight.pop(mark, 1) - 1
                 if remaining:
-                    in_flight[key] = remaining
+                    in_flight[mark] = remaining
         finally:
             lock.release()
 
 
-def _call_of(execution: object) -> tuple[Any, Any, str, _CallKey | None]:
-    """The tool name, arguments, session and call key of a host's execution.
+def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
+    """The tool name, arguments, session and call key (see ``_CallKey``) of a host's execution.
 
     Read by key from a mapping, else by attribute; the session is the agent's id (as
-    ``session_key`` has it) and the call key pairs it with ``call_id`` (or ``callId``) when the
-    call has one.
+    ``session_key`` has it), the call id is ``call_id`` (or ``callId``).
     """
     kind = type(execution)
     if kind in _OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
@@ -278,27 +272,36 @@ def _call_of(execution: object) -> tuple[Any, Any, str, _CallKey | None]:
             if len(_NOT_ALL_ATTRIBUTES) < 256:
                 _NOT_ALL_ATTRIBUTES.add(kind)
         else:
+            name = name if type(name) is str else str(name)
             session = _agent_session(agent)
-            return name, arguments, session, _call_key(session, call_id, execution)
+            key = _call_key(session, call_id, execution, (name, arguments))
+            return name, arguments, session, key
+    name = str(_field(execution, "name"))
+    arguments = _field(execution, "arguments")
     session = _agent_session(_field(execution, "agent"))
-    key = _call_key(session, _field(execution, "call_id"), execution)
-    return _field(execution, "name"), _field(execution, "arguments"), session, key
+    key = _call_key(session, _field(execution, "call_id"), execution, (name, arguments))
+    return name, arguments, session, key
 
 
-def _call_key_of(execution: object) -> _CallKey | None:
-    """Only the call key of an execution (the braked body's lookup of a copy reads no more)."""
+def _call_key_of(execution: object) -> _CallKey:
+    """Only the call key of an execution: the braked body's lookup of a copy reads no more."""
     session = _agent_session(_field(execution, "agent"))
     return _call_key(session, _field(execution, "call_id"), execution)
 
 
-def _call_key(session: str, call_id: object, execution: object) -> _CallKey | None:
+def _call_key(
+    session: str, call_id: object, execution: object, read: tuple[str, Any] | None = None
+) -> _CallKey:
+    """The call key (see ``_CallKey``); ``read`` is the name and arguments, if already read."""
     if call_id is None:
         call_id = _field(execution, "callId")
     if type(call_id) is str:
-        return (session, call_id) if call_id else None  # the usual call id: a plain string
-    if isinstance(call_id, (str, int)) and call_id != "":
+        if call_id:
+            return (session, call_id)  # the usual call id: a plain string
+    elif isinstance(call_id, (str, int)) and call_id != "":
         return (session, call_id)
-    return None
+    name, arguments = read or (str(_field(execution, "name")), _field(execution, "arguments"))
+    return (session, name, id(arguments))
 
 
 _EXECUTION_ATTRIBUTES: Final = operator.attrgetter("name", "arguments", "agent", "call_id")

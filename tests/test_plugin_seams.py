@@ -225,3 +225,36 @@ def test_an_executions_properties_are_read_once_per_call() -> None:
     assert PropertyExecution.reads["arguments"] <= calls + 1
     assert PropertyExecution.reads["agent"] <= calls + 1
     assert PropertyExecution.reads["callId"] <= calls
+
+
+class CopyingToolsWithoutIds:
+    """Executions carry no call id; each body gets a shallow copy, in a thread pool."""
+
+    def __init__(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        self.defs: dict[str, Any] = {}
+        self.pool = pool
+
+    def register(self, definition: dict[str, Any]) -> None:
+        self.defs[definition["name"]] = definition
+
+    def execute(self, execution: dict[str, Any]) -> Any:
+        body = self.defs[execution["name"]]["execute"]
+        return self.pool.submit(body, execution["arguments"], dict(execution)).result()
+
+
+def test_a_shallow_copy_of_a_call_without_an_id_counts_once(
+    pool: concurrent.futures.ThreadPoolExecutor,
+) -> None:
+    tools = CopyingToolsWithoutIds(pool)
+    loop_brake_plugin.apply(Context(tools), {"maxRepeats": 3})
+    body = Body()
+    tools.register({"name": "search", "execute": body})
+
+    def call() -> dict[str, Any]:
+        return {"name": "search", "arguments": {"q": "weather"}, "agent": {"id": "a1"}}
+
+    assert tools.execute(call()) == "ok"
+    assert tools.execute(call()) == "ok"  # counted twice, this would be denied here
+    with pytest.raises(LoopBrakeError) as denied:
+        tools.execute(call())
+    assert denied.value.count == 3 and body.calls == 2
