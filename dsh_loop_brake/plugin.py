@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import operator
 import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final, Protocol, final
@@ -46,6 +45,13 @@ _Marks = tuple[int, _CallKey]
 """What a call in flight is marked by: its execution object's id, and its call key."""
 
 _MISSING: Final = object()
+_ABSENT: Final = object()
+"""A body called without an execution (``body(arguments)``)."""
+
+
+def _given(execution: Any) -> tuple[Any, ...]:
+    """The execution as the positional argument it came as: none when it was absent."""
+    return () if execution is _ABSENT else (execution,)
 
 
 class _Row(Protocol):
@@ -155,29 +161,37 @@ class _Installation:
         if inspect.iscoroutinefunction(original):
 
             @functools.wraps(original)
-            async def gate_async(args: Any, *rest: Any, **kwargs: Any) -> Any:
-                counted = rest and id(rest[0]) in in_flight
-                chosen = original if counted or self._counted(rest) else braked
-                result: Awaitable[Any] = chosen(args, *rest, **kwargs)
+            async def gate_async(
+                args: Any, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any
+            ) -> Any:
+                counted = id(execution) in in_flight or self._counted(execution)
+                chosen = original if counted else braked
+                result: Awaitable[Any]
+                if rest or kwargs or execution is _ABSENT:
+                    result = chosen(args, *_given(execution), *rest, **kwargs)
+                else:
+                    result = chosen(args, execution)  # the usual call, passed on as it came
                 return await result
 
             return gate_async
 
         @functools.wraps(original)
-        def gate(args: Any, *rest: Any, **kwargs: Any) -> Any:
-            counted = rest and id(rest[0]) in in_flight
-            chosen = original if counted or self._counted(rest) else braked
-            return chosen(args, *rest, **kwargs)
+        def gate(args: Any, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any) -> Any:
+            counted = id(execution) in in_flight or self._counted(execution)
+            chosen = original if counted else braked
+            if rest or kwargs or execution is _ABSENT:
+                return chosen(args, *_given(execution), *rest, **kwargs)
+            return chosen(args, execution)  # the usual call, passed on as it came
 
         return gate
 
-    def _counted(self, rest: tuple[Any, ...]) -> bool:
-        """Whether the body's call (``rest[0]``, its execution) needs no count of its own."""
+    def _counted(self, execution: Any) -> bool:
+        """Whether the body's call needs no count of its own (its execution not found by id)."""
         if not self._active:
             return True
-        if not rest or rest[0] is None:
+        if execution is _ABSENT or execution is None:
             return False
-        return _call_key_of(rest[0]) in self._in_flight  # a copy: matched by its call key
+        return _call_key_of(execution) in self._in_flight  # a copy: matched by its call key
 
     # -- the execute seam ----------------------------------------------------------------
 
@@ -188,7 +202,11 @@ class _Installation:
             async def braked_execute_async(execution: Any, *rest: Any, **kwargs: Any) -> Any:
                 key = self._enter(execution)
                 try:
-                    result: Awaitable[Any] = execute(execution, *rest, **kwargs)
+                    result: Awaitable[Any]
+                    if rest or kwargs:
+                        result = execute(execution, *rest, **kwargs)
+                    else:
+                        result = execute(execution)  # the usual call, passed on as it came
                     return await result
                 finally:
                     self._leave(key)
@@ -199,7 +217,10 @@ class _Installation:
         def braked_execute(execution: Any, *rest: Any, **kwargs: Any) -> Any:
             key = self._enter(execution)
             try:
-                result = execute(execution, *rest, **kwargs)
+                if rest or kwargs:
+                    result = execute(execution, *rest, **kwargs)
+                else:
+                    result = execute(execution)  # the usual call, passed on as it came
             except BaseException:
                 self._leave(key)
                 raise
@@ -246,12 +267,15 @@ class _Installation:
             return
         in_flight = self._in_flight
         lock = self._lock
+        identity, key = marks
         lock.acquire()
         try:
-            for mark in marks:
-                remaining = in_flight.pop(mark, 1) - 1
-                if remaining:
-                    in_flight[mark] = remaining
+            remaining = in_flight.pop(identity, 1) - 1
+            if remaining:
+                in_flight[identity] = remaining
+            remaining = in_flight.pop(key, 1) - 1
+            if remaining:
+                in_flight[key] = remaining
         finally:
             lock.release()
 
@@ -264,16 +288,22 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
     """
     kind = type(execution)
     if kind in _OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
-        try:  # the usual execution: an object with all four attributes, read in one go
-            name, arguments, agent, call_id = _EXECUTION_ATTRIBUTES(execution)
+        try:  # the usual execution: an object with all four attributes, read once each
+            name = execution.name  # type: ignore[attr-defined]
+            arguments = execution.arguments  # type: ignore[attr-defined]
+            agent = execution.agent  # type: ignore[attr-defined]
+            call_id = execution.call_id  # type: ignore[attr-defined]
         except AttributeError:
-            # Read field by field from now on: attrgetter has read some already, and a
-            # property must not run twice on every call.
+            # Read field by field from now on: some were read already, and a property must
+            # not run twice on every call.
             if len(_NOT_ALL_ATTRIBUTES) < 256:
                 _NOT_ALL_ATTRIBUTES.add(kind)
         else:
-            name = name if type(name) is str else str(name)
+            if type(name) is not str:
+                name = str(name)
             session = _agent_session(agent)
+            if type(call_id) is str and call_id:
+                return name, arguments, session, (session, call_id)  # the usual call id
             key = _call_key(session, call_id, execution, (name, arguments))
             return name, arguments, session, key
     name = str(_field(execution, "name"))
@@ -304,7 +334,6 @@ def _call_key(
     return (session, name, id(arguments))
 
 
-_EXECUTION_ATTRIBUTES: Final = operator.attrgetter("name", "arguments", "agent", "call_id")
 _NOT_ALL_ATTRIBUTES: set[type] = set()
 """Object types seen without one of the four attributes: read field by field, not in one go."""
 
