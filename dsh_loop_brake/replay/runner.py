@@ -7,17 +7,20 @@ own :class:`~dsh_loop_brake.harness.Agent` with a unique id, so two sessions nev
 streak. Stub tools stand in for the recorded ones: they are registered on first sight of a tool
 name and do nothing, because the question is only whether the brake lets the call reach them.
 
-A call is denied when the harness returns an error result with code ``LOOP_BRAKE``; the denial's
-streak count and hash prefix are read from the live brake right after it.
+Calls go into the harness's tool registry (``ctx.tools.execute``, which the plugin patched) as a
+host's agent loop would send them. A call is denied when the brake raises ``LoopBrakeError`` out
+of it (``Harness.execute`` would turn that into an error result for an agent to read); each
+call's streak count and hash prefix are read from the live brake right after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Final, final
 
 from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import LoopBrake
+from dsh_loop_brake.loop_brake import LoopBrake, LoopBrakeError
 from dsh_loop_brake.plugin import ROW_ID
 from dsh_loop_brake.replay.readers import RecordedCall, Transcript
 from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, SweepRow, Totals
@@ -31,7 +34,6 @@ PROGRESS_EVERY: Final = 16384
 """How many calls pass between two progress callbacks (at most one per chunk)."""
 
 _STUB_RESULT: Final = ToolResult(content="(replayed call: the recorded tool is not run again)")
-_DENIED: Final = "LOOP_BRAKE"
 
 
 def _stub(arguments: object, execution: object) -> ToolResult:
@@ -85,8 +87,10 @@ class _Lane:
             raise
         self.brake = brake
         self.max_repeats = brake.max_repeats
-        self._execute = self.harness.execute
-        self._streak = brake.streak
+        # The harness's registry, as the plugin patched it: a denial is the LoopBrakeError it
+        # raises (Harness.execute would turn it into a result for an agent to read).
+        self._execute = self.harness.ctx.tools.execute
+        self._streak = brake._streak_bits  # streak() without formatting the prefix per call
         self._register = self.harness.tools.register
         self._registered: set[str] = set()
         self._agents = 0
@@ -112,19 +116,24 @@ class _Lane:
                 registered.add(tool)
                 self._register(ToolDefinition(tool, _stub))
             tally.calls += 1
-            result = await execute(ToolExecution(str(number), tool, arguments, tally.agent))
+            try:
+                await execute(ToolExecution(str(number), tool, arguments, tally.agent))
+            except LoopBrakeError:
+                denied = True
+            else:
+                denied = False
             current = streak(tally.agent.id)
             if current is None:
                 continue  # arguments the brake could not identify: allowed, not counted
             prefix, count = current
-            tally.distinct.add(int(prefix, 16))
+            tally.distinct.add(prefix)
             if count > tally.longest:
                 tally.longest = count
-            error = result.error
-            if result.is_error and error is not None and error.get("code") == _DENIED:
+            if denied:
                 tally.denied += 1
                 if tally.first_denial is None:
-                    tally.first_denial = FirstDenial(tally.calls, tool, count, prefix)
+                    shown = format(prefix, "012x")
+                    tally.first_denial = FirstDenial(tally.calls, tool, count, shown)
 
     def _open(self, session: int) -> None:
         while len(self.tallies) <= session:
@@ -212,14 +221,9 @@ class Replayer:
         left out of the report (a half-read file would report streaks that are not there).
         """
         lanes = self._lanes
-        chunk: list[RecordedCall] = []
+        calls = iter(transcript)
         try:
-            for call in transcript:
-                chunk.append(call)
-                if len(chunk) == _CHUNK:
-                    await self._feed(chunk)
-                    chunk = []
-            if chunk:
+            while chunk := list(islice(calls, _CHUNK)):
                 await self._feed(chunk)
         except BaseException:
             for lane in lanes:
