@@ -559,5 +559,55 @@ def test_overlong_line_is_skipped_without_holding_it(
     assert problems == [f"{path}:2: longer than the line limit of 1 KiB; skipped"]
 
 
+# Lines that test the block reader: every one is read as it would be on its own.
+_ODD_LINES = [
+    b'{"tool": "a", "session": "s"}',
+    b"",
+    b'  {"tool": "leading spaces"}',
+    b'{"tool": "crlf"}\r',
+    b'{"tool": "form feed after"}\x0c',
+    b'{"tool": "nul after"}\x00',
+    b'{"tool": "nul \x00 inside"}',
+    b'{"tool": "not utf-8 \xff"}',
+    b'{"tool": "caf\xc3\xa9"}',
+    b'{"tool": "spans",',  # a value over two lines is two bad lines, not one value
+    b'"session": "s"}',
+    b'{"tool": "x"} {"tool": "y"}',
+    b"[1, 2",
+    b"3]",
+    b'{"tool": "last, without a newline"}',
+]
+
+
+@pytest.mark.parametrize("block", [1, 5, 23, 64, 1 << 16])
+def test_lines_read_in_blocks_read_as_each_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    from dsh_loop_brake.replay import readers
+
+    monkeypatch.setattr(readers, "_BLOCK_BYTES", block)
+    path = write(tmp_path, "c.jsonl", b"\n".join(_ODD_LINES))
+    _, sessions, calls, problems = read(path, "jsonl")
+    assert sessions == ["s", "c.jsonl"]
+    assert [tool for _, tool, _ in calls] == [
+        "a",
+        "leading spaces",
+        "crlf",
+        "form feed after",
+        "café",
+        "last, without a newline",
+    ]
+    # bad lines in line order, numbered as lines (the blank line 2 counts), worded as before
+    assert problems == [
+        f"{path}:6: not JSON (Extra data at column 22); skipped",
+        f"{path}:7: not JSON (Invalid control character at at column 15); skipped",
+        f"{path}:8: not UTF-8 text; skipped",
+        f"{path}:10: not JSON (Expecting property name enclosed in double quotes at column 1); "
+        "skipped",
+        f"{path}:11: not JSON (Extra data at column 10); skipped",
+        f"{path}: 3 more problems like these; skipped",  # lines 12, 13 and 14
+    ]
+
+
 def _tool_call(call_id: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arguments}}

@@ -13,6 +13,7 @@ reported through ``on_problem`` and skipped, so one truncated line never costs t
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import json.scanner
 from collections.abc import Callable, Iterable, Iterator
@@ -152,7 +153,6 @@ _SCAN: Final = cast(
     "Callable[[str, int], tuple[Any, int]]",
     json.scanner.make_scanner(json.JSONDecoder()),  # type: ignore[arg-type]
 )
-_UNSCANNED: Final = object()
 _new_call: Final = tuple.__new__  # RecordedCall(...) without the Python-level __new__: per call
 
 
@@ -214,7 +214,7 @@ def _from_document(
             f"with messages or a list of sessions, got {_describe(document)}",
         )
     sessions = _Sessions()
-    records = ((f"item #{number}", item) for number, item in enumerate(items, 1))
+    records = ((f"item #{number}", item, None) for number, item in enumerate(items, 1))
     calls: Iterator[RecordedCall]
     if format == "jsonl":
         calls = _calls_from_records(records, path.name, sessions, problems)
@@ -235,18 +235,17 @@ def _from_lines(
 ) -> Transcript:
     """A transcript read line by line; the first lines decide the format when asked to."""
     values = _json_values(file)
-    peeked: list[tuple[int, Any]] = []
-    deferred: list[tuple[int, str]] = []  # bad lines seen while peeking; reported if we go on
+    peeked: list[_Line] = []  # every line read while deciding, bad ones too: read again below
+    first: _Line | None = None  # the first line that is JSON
     kind: str | None = None
-    nonblank = 0
     flavour: str | None = None
     label = format
-    for number, value, reason in values:
-        nonblank += 1
-        if reason is not None:
-            deferred.append((number, reason))
-        else:
-            peeked.append((number, value))
+    for line in values:
+        peeked.append(line)
+        if line[2] is None:
+            value = line[1]
+            if first is None:
+                first = line
             if format != "auto":
                 break  # the format is given: the first JSON line shows the file is JSON Lines
             kind = kind or _kind(value)
@@ -254,28 +253,26 @@ def _from_lines(
                 flavour = flavour or _flavour_of(kind, value)
             if kind is not None and (kind not in ("messages", "sessions") or flavour):
                 break
-        if nonblank >= _DETECT_LINES:
+        if len(peeked) >= _DETECT_LINES:
             break
-    if nonblank and not peeked:
-        number, reason = deferred[0]
+    if peeked and first is None:
+        number, _, reason = peeked[0]
         raise ReaderError(
             shown, f"not JSON Lines: line {number} is {reason}, and so is every line read"
         )
     if format == "auto":
         if kind is None:
-            if not peeked:
+            if first is None:  # no line at all
                 file.close()
                 return Transcript(shown, "jsonl", [], iter(()))
+            shape = _describe(first[1])
             raise ReaderError(
-                shown,
-                f"not a recognised transcript (its first lines are "
-                f"{_describe(peeked[0][1])}); {_HINT}",
+                shown, f"not a recognised transcript (its first lines are {shape}); {_HINT}"
             )
         label = _format_for(kind, flavour)
         format = _CHAT if label in ("openai", "anthropic") else label
-    for number, reason in deferred:
-        problems.at(number, reason)
-    records = _chain_records(peeked, values, problems)
+    # The peeked lines, then the rest: chained in C, so no Python frame per line.
+    records = itertools.chain(peeked, values)
     sessions = _Sessions()
     calls: Iterator[RecordedCall]
     if format == "jsonl":
@@ -287,68 +284,132 @@ def _from_lines(
     return Transcript(shown, label, sessions.names, _finish(calls, file, shown, problems))
 
 
-def _json_values(file: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, value, None) per JSON line, (line number, None, reason) per bad one.
+# One line of a JSON Lines file: (line number, value, None), or (line number, None, reason) when
+# the line is skipped. The format readers report the reasons, so bad lines come in line order.
+_Line = tuple[int, Any, str | None]
+# Read this much at a time; never more than MAX_LINE_BYTES, so no whole line in a block is over.
+_BLOCK_BYTES: Final = 1 << 16
 
-    A line over MAX_LINE_BYTES is skipped without being held. Lines are decoded as UTF-8 and
-    scanned with the json module's own C scanner; anything it does not take whole goes through
-    ``json.loads``, which decides and words the error.
+
+def _json_values(file: IO[bytes]) -> Iterator[_Line]:
+    """One :data:`_Line` per nonblank line of ``file``.
+
+    The file is read in blocks. A block's whole lines are decoded in one piece and scanned in
+    place with the json module's C scanner: the loop below runs once per line and calls nothing
+    else for a line that is one JSON value. The line a block ends inside is finished by
+    :func:`_unfinished_line`; any other line goes through :func:`_parse_line` (or, when the block
+    is not UTF-8 throughout, every line through :func:`_raw_line`).
     """
+    read = file.read
     readline = file.readline
     scan = _SCAN
     number = 0
     while True:
-        line = readline(MAX_LINE_BYTES + 1)
-        if not line:
+        block = read(min(_BLOCK_BYTES, MAX_LINE_BYTES))
+        if not block:
             return
-        number += 1
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-            del line
-            while True:
-                rest = readline(1 << 20)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            yield number, None, f"longer than the line limit of {_size(MAX_LINE_BYTES)}"
-            continue
-        try:
-            text = line.decode()
-        except UnicodeDecodeError:
-            yield number, None, "not UTF-8 text"
-            continue
-        try:
-            value, end = scan(text, 0)
-            if end != len(text) and not text[end:].isspace():
-                value = _UNSCANNED
-        except (StopIteration, ValueError, RecursionError):
-            value = _UNSCANNED
-        if value is _UNSCANNED:
-            if number == 1 and text.startswith("\ufeff"):
-                text = text[1:]  # a UTF-8 byte order mark
-            if not text.strip():
-                continue
+        cut = block.rfind(b"\n") + 1  # the block's whole lines end here
+        text = _whole_text(block[:cut])
+        if text is None:  # not UTF-8 somewhere, or a NUL: line by line, to say which line
+            for raw in block[:cut].split(b"\n")[:-1]:
+                number += 1
+                line = _raw_line(raw + b"\n", number)
+                if line is not None:
+                    yield line
+            text = ""
+        # Each newline becomes a NUL, which the scanner takes nowhere (not as whitespace, not in
+        # a string): no value can run on past its line, so scanning a line in place finds what
+        # scanning it on its own would, and a value that ends at a NUL is its line, whole.
+        sealed = text.replace("\n", "\0")
+        start = 0
+        size = len(sealed)
+        while start < size:
+            number += 1
             try:
-                value = json.loads(text)
-            except ValueError as error:
-                yield number, None, _json_error(error)
-                continue
-            except RecursionError:
-                yield number, None, "JSON nested too deeply"
-                continue
-        yield number, value, None
+                value, end = scan(sealed, start)
+            except (StopIteration, ValueError, RecursionError):
+                end = 0  # no value here (a value ends past 0)
+            else:
+                if sealed[end] == "\0":  # the usual case
+                    yield number, value, None
+                    start = end + 1
+                    continue
+            stop = sealed.index("\0", start) + 1  # just past the line's newline
+            if end and text[end:stop].isspace():  # the value, then whitespace such as "\r"
+                yield number, value, None
+            else:
+                line = _parse_line(text[start:stop], number)
+                if line is not None:
+                    yield line
+            start = stop
+        if cut < len(block):
+            number += 1
+            line = _unfinished_line(block[cut:], readline, number)
+            if line is not None:
+                yield line
 
 
-def _chain_records(
-    peeked: list[tuple[int, Any]],
-    values: Iterator[tuple[int, Any, str | None]],
-    problems: _Problems,
-) -> Iterator[tuple[int, Any]]:
-    yield from peeked
-    peeked.clear()
-    for number, value, reason in values:
-        if reason is None:
-            yield number, value
-        else:
-            problems.at(number, reason)
+def _whole_text(data: bytes) -> str | None:
+    """``data`` decoded, or None if it is not UTF-8 or holds a NUL (that would end a line)."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return None
+    return None if "\0" in text else text
+
+
+def _unfinished_line(start: bytes, readline: Callable[[int], bytes], number: int) -> _Line | None:
+    """The line a block ends inside (``start`` is the end of the block), read on to its end.
+
+    No more than MAX_LINE_BYTES and one byte of it is ever held: a longer line is read past in
+    pieces and reported.
+    """
+    raw = start + readline(MAX_LINE_BYTES + 1 - len(start))
+    if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+        return _raw_line(raw, number)
+    del raw
+    while True:
+        rest = readline(1 << 20)
+        if not rest or rest.endswith(b"\n"):
+            return number, None, f"longer than the line limit of {_size(MAX_LINE_BYTES)}"
+
+
+def _raw_line(raw: bytes, number: int) -> _Line | None:
+    """The :data:`_Line` for one line's bytes; None when it is blank."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return number, None, "not UTF-8 text"
+    return _text_line(text, number)
+
+
+def _text_line(text: str, number: int) -> _Line | None:
+    """The :data:`_Line` for one line's text (its newline, if any, included); None if blank.
+
+    The C scanner takes the line when it holds one value, perhaps with whitespace after it;
+    anything else goes to :func:`_parse_line`.
+    """
+    try:
+        value, end = _SCAN(text, 0)
+        if end == len(text) or text[end:].isspace():
+            return number, value, None
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    return _parse_line(text, number)
+
+
+def _parse_line(text: str, number: int) -> _Line | None:
+    """A line the C scanner did not take: None if blank, else what ``json.loads`` makes of it."""
+    if number == 1 and text.startswith("\ufeff"):
+        text = text[1:]  # a UTF-8 byte order mark
+    if not text.strip():
+        return None
+    try:
+        return number, json.loads(text), None
+    except ValueError as error:
+        return number, None, _json_error(error)
+    except RecursionError:
+        return number, None, "JSON nested too deeply"
 
 
 def _finish(
@@ -441,38 +502,44 @@ def _chat_flavour(message: Any) -> str | None:
 # The formats
 
 
+# What the format readers take: a line (:data:`_Line`), or ("item #N", item, None) per item of
+# a JSON document.
+_Record = tuple[int | str, Any, str | None]
+
+
 @final
 class _Sessions:
     """Session names in first-seen order, and the index of each session key."""
 
-    __slots__ = ("_index", "names")
+    __slots__ = ("index", "names")
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self._index: dict[object, int] = {}
+        self.index: dict[object, int] = {}
 
     def add(self, name: str) -> int:
         self.names.append(name)
         return len(self.names) - 1
 
     def keyed(self, key: object, name: str) -> int:
-        index = self._index.get(key)
+        index = self.index.get(key)
         if index is None:
-            index = self._index[key] = self.add(name)
+            index = self.index[key] = self.add(name)
         return index
 
 
 def _calls_from_records(
-    records: Iterable[tuple[int | str, Any]],
+    records: Iterable[_Record],
     file_name: str,
     sessions: _Sessions,
     problems: _Problems,
 ) -> Iterator[RecordedCall]:
     """``jsonl``: one call per record, ``{"tool"|"name", "args"|"arguments", "session"?, ...}``."""
     default: int | None = None
-    for where, record in records:
-        if type(record) is not dict:
-            problems.at(where, f"not a call (a JSON {_json_type(record)}, not an object)")
+    known = sessions.index.get  # a session seen before: one dict look-up per call
+    for where, record, reason in records:
+        if type(record) is not dict:  # not an object, or a bad line (its value is None)
+            problems.at(where, reason or f"not a call (a JSON {_json_type(record)}, not an object)")
             continue
         tool = record.get("tool")
         if tool is None:
@@ -482,36 +549,38 @@ def _calls_from_records(
             continue
         arguments = record["args"] if "args" in record else record.get("arguments", {})
         label = record.get("session")
-        if label is None:
-            label = record.get("agent")
-            if type(label) is dict:
-                label = label.get("id")
-        if label is None:
-            if default is None:
-                default = sessions.keyed(None, file_name)
-            index = default
-        elif type(label) is str or type(label) is int:
-            name = str(label)
-            index = sessions.keyed(name, name)
-        else:
-            problems.at(
-                where, f"not a call (its session is a JSON {_json_type(label)}, not a string)"
-            )
-            continue
+        index = known(label) if type(label) is str else None
+        if index is None:  # a new session, or no "session" string
+            if label is None:
+                label = record.get("agent")
+                if type(label) is dict:
+                    label = label.get("id")
+            if label is None:
+                if default is None:
+                    default = sessions.keyed(None, file_name)
+                index = default
+            elif type(label) is str or type(label) is int:
+                name = str(label)  # 7 and "7" are one session
+                index = sessions.keyed(name, name)
+            else:
+                problems.at(
+                    where, f"not a call (its session is a JSON {_json_type(label)}, not a string)"
+                )
+                continue
         yield _new_call(RecordedCall, (index, tool, arguments))
 
 
 def _claude_calls(
-    records: Iterable[tuple[int | str, Any]],
+    records: Iterable[_Record],
     file_name: str,
     sessions: _Sessions,
     problems: _Problems,
 ) -> Iterator[RecordedCall]:
     """``claude-code``: ``tool_use`` blocks of assistant entries, one call per ``tool_use`` id."""
     seen: list[set[str]] = []  # tool_use ids already counted, per session
-    for where, entry in records:
-        if type(entry) is not dict:
-            problems.at(where, f"not a Claude Code entry (a JSON {_json_type(entry)})")
+    for where, entry, reason in records:
+        if type(entry) is not dict:  # not an object, or a bad line (its value is None)
+            problems.at(where, reason or f"not a Claude Code entry (a JSON {_json_type(entry)})")
             continue
         entry_type = entry.get("type")
         if entry_type != "assistant" and entry_type != "user":
@@ -548,7 +617,7 @@ def _claude_calls(
 
 
 def _chat_lines(
-    records: Iterable[tuple[int | str, Any]],
+    records: Iterable[_Record],
     file_name: str,
     sessions: _Sessions,
     format: str,
@@ -557,7 +626,10 @@ def _chat_lines(
     """``openai``/``anthropic`` JSON Lines: one message per line (or one session per line)."""
     file_session: int | None = None
     number = 0
-    for where, value in records:
+    for where, value, reason in records:
+        if reason is not None:  # a bad line
+            problems.at(where, reason)
+            continue
         messages = _session_messages(value)
         if messages is not None:
             number += 1
