@@ -744,7 +744,7 @@ class LoopBrake:
 
     def check(self, tool_name: str, args: Any, *, session_id: str = "default") -> int:
         """Count this call; return the streak, or raise ``LoopBrakeError`` when it is denied."""
-        if not isinstance(tool_name, str):
+        if type(tool_name) is not str and not isinstance(tool_name, str):
             raise TypeError(
                 f"loop brake: the tool name must be a str, got {type(tool_name).__name__}"
             )

@@ -301,7 +301,9 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
         else:
             if type(name) is not str:
                 name = str(name)
-            session = _agent_session(agent)
+            # The usual agent, an object with a non-empty str id, read here: one call less.
+            agent_id = getattr(agent, "id", None) if type(agent) in _OBJECT_TYPES else None
+            session = agent_id if type(agent_id) is str and agent_id else _agent_session(agent)
             if type(call_id) is str and call_id:
                 return name, arguments, session, (session, call_id)  # the usual call id
             key = _call_key(session, call_id, execution, (name, arguments))
