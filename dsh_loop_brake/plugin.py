@@ -29,6 +29,7 @@ from dsh_loop_brake.loop_brake import (
     LoopBrake,
     _agent_session,
     _field,
+    _session_of,
     _with_execute,
     decorate_tool,
     resolve_max_repeats,
@@ -50,7 +51,7 @@ _ABSENT: Final = object()
 
 
 def _given(execution: Any) -> tuple[Any, ...]:
-    """The execution as the positional argument it came as: none when it was absent."""
+    """The execution as a positional argument (however it came): none when it was absent."""
     return () if execution is _ABSENT else (execution,)
 
 
@@ -162,7 +163,7 @@ class _Installation:
 
             @functools.wraps(original)
             async def gate_async(
-                args: Any, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any
+                args: Any, execution: Any = _ABSENT, *rest: Any, **kwargs: Any
             ) -> Any:
                 counted = id(execution) in in_flight or self._counted(execution)
                 chosen = original if counted else braked
@@ -176,7 +177,7 @@ class _Installation:
             return gate_async
 
         @functools.wraps(original)
-        def gate(args: Any, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any) -> Any:
+        def gate(args: Any, execution: Any = _ABSENT, *rest: Any, **kwargs: Any) -> Any:
             counted = id(execution) in in_flight or self._counted(execution)
             chosen = original if counted else braked
             if rest or kwargs or execution is _ABSENT:
@@ -301,9 +302,12 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
         else:
             if type(name) is not str:
                 name = str(name)
-            # The usual agent, an object with a non-empty str id, read here: one call less.
-            agent_id = getattr(agent, "id", None) if type(agent) in _OBJECT_TYPES else None
-            session = agent_id if type(agent_id) is str and agent_id else _agent_session(agent)
+            # The agent's id is read here, once: an object's (or None's) by attribute.
+            if type(agent) in _OBJECT_TYPES:
+                agent_id = getattr(agent, "id", None)
+                session = agent_id if type(agent_id) is str and agent_id else _session_of(agent_id)
+            else:
+                session = _agent_session(agent)
             if type(call_id) is str and call_id:
                 return name, arguments, session, (session, call_id)  # the usual call id
             key = _call_key(session, call_id, execution, (name, arguments))

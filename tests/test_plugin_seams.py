@@ -227,6 +227,60 @@ def test_an_executions_properties_are_read_once_per_call() -> None:
     assert PropertyExecution.reads["callId"] <= calls
 
 
+class CountingAgent:
+    """An agent whose ``id`` is a property that counts its reads."""
+
+    def __init__(self, agent_id: object) -> None:
+        self._id = agent_id
+        self.reads = 0
+
+    @property
+    def id(self) -> object:
+        self.reads += 1
+        return self._id
+
+
+class AgentExecution(NamedTuple):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    agent: CountingAgent
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "session"), [("a1", "a1"), (42, "42"), ("", "default"), (None, "default")]
+)
+def test_an_agents_id_is_read_once_per_call_whatever_it_holds(
+    agent_id: object, session: str
+) -> None:
+    tools = PassingTools()
+    brake = loop_brake_plugin.apply(Context(tools), {"maxRepeats": 1000})
+    tools.register({"name": "search", "execute": Body()})
+    agent = CountingAgent(agent_id)
+    for index in range(5):
+        tools.execute(AgentExecution(f"c{index}", "search", {"q": "weather"}, agent))
+    assert agent.reads == 5
+    assert brake.streak(session) is not None and brake.streak(session)[1] == 5  # type: ignore[index]
+
+
+def test_a_body_called_with_keyword_arguments_gets_them_and_counts_once() -> None:
+    tools = PassingTools()
+    brake = loop_brake_plugin.apply(Context(tools), {"maxRepeats": 3})
+    received: list[tuple[Any, Any]] = []
+
+    def body(args: Any, execution: Any = None) -> str:
+        received.append((args, execution))
+        return "ok"
+
+    tools.register({"name": "search", "execute": body})
+    braked = tools.defs["search"]["execute"]
+    execution = AgentExecution("k1", "search", {"q": "weather"}, CountingAgent("a1"))
+    assert braked(args={"q": "weather"}) == "ok"  # no execution: counted for "default"
+    assert braked({"q": "weather"}, execution=execution) == "ok"  # counted for "a1"
+    assert received == [({"q": "weather"}, None), ({"q": "weather"}, execution)]
+    assert brake.streak("default") is not None and brake.streak("a1") is not None
+
+
 class CopyingToolsWithoutIds:
     """Executions carry no call id; each body gets a shallow copy, in a thread pool."""
 
