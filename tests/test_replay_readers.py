@@ -3,6 +3,7 @@ session splitting, and garbage that never escapes as anything but ReaderError.""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tracemalloc
@@ -541,6 +542,23 @@ def test_jsonl_is_streamed_not_loaded(tmp_path: Path) -> None:
 
     assert peak(large) < 2 * peak(small) + 256 * 1024
     assert peak(large) < large.stat().st_size // 10
+
+
+def test_lines_read_to_detect_the_format_are_let_go(tmp_path: Path) -> None:
+    """The lines auto-detection reads first are not held until the end of the file."""
+    big = json.dumps({"role": "user", "content": "x" * 200_000}) + "\n"
+    call = {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}
+    path = write(tmp_path, "chat.jsonl", big * 30 + (json.dumps(call) + "\n") * 2_000)
+    tracemalloc.start()
+    try:
+        calls = iter(open_transcript(path))
+        for _ in itertools.islice(calls, 1_000):
+            pass
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert sum(1 for _ in calls) == 1_000
+    assert held < 2_000_000  # the 30 user lines are 6 MB
 
 
 def test_overlong_line_is_skipped_without_holding_it(

@@ -271,8 +271,10 @@ def _from_lines(
             )
         label = _format_for(kind, flavour)
         format = _CHAT if label in ("openai", "anthropic") else label
-    # The peeked lines, then the rest: chained in C, so no Python frame per line.
-    records = itertools.chain(peeked, values)
+    # The peeked lines, then the rest: chained in C, so no Python frame per line. Through a
+    # list iterator, which lets go of the peeked lines once they are read (chaining the list
+    # itself would hold up to 64 parsed lines until the end of the file).
+    records = itertools.chain(iter(peeked), values)
     sessions = _Sessions()
     calls: Iterator[RecordedCall]
     if format == "jsonl":
