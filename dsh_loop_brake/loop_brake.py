@@ -674,15 +674,13 @@ def _agent_session(agent: object) -> str:
         return "default"
     # An agent object's id is read here rather than through _field: one call less, per call.
     agent_id = getattr(agent, "id", None) if type(agent) in _OBJECT_TYPES else _field(agent, "id")
-    if type(agent_id) is str:
-        return agent_id or "default"  # the usual id, a plain string: no conversion
     return _session_of(agent_id)
 
 
 def _session_of(agent_id: object) -> str:
     """An agent id already read, as a session key: ``str()`` of it, or "default" if none."""
     if type(agent_id) is str:
-        return agent_id or "default"
+        return agent_id or "default"  # the usual id, a plain string: no conversion
     if agent_id is not None and agent_id != "":
         return str(agent_id)
     return "default"
@@ -725,7 +723,7 @@ _OBJECT_TYPES: set[type] = {type(None)}
 _STREAK_DIGEST_BITS: Final = 256
 _STREAK_DIGEST_MASK: Final = (1 << _STREAK_DIGEST_BITS) - 1
 _STREAK_COUNT_UNIT: Final = 1 << _STREAK_DIGEST_BITS
-_int_from_bytes: Final = int.from_bytes  # looked up once: a classmethod lookup per call costs
+_int_from_bytes: Final = int.from_bytes  # looked up once, not on every call
 # Where the hash prefix (its first 12 hex digits, 48 bits) sits in a streak.
 _STREAK_PREFIX_SHIFT: Final = _STREAK_DIGEST_BITS - 4 * _HASH_PREFIX_LENGTH
 _STREAK_PREFIX_MASK: Final = (1 << 4 * _HASH_PREFIX_LENGTH) - 1
