@@ -672,15 +672,16 @@ def _agent_session(agent: object) -> str:
     """The agent's id as a session key, or "default" for no agent or an empty id."""
     if agent is None:
         return "default"
-    # An agent object's id is read here rather than through _field: one call less, per call.
-    agent_id = getattr(agent, "id", None) if type(agent) in _OBJECT_TYPES else _field(agent, "id")
+    agent_id = _field(agent, "id")
+    if type(agent_id) is str and agent_id:
+        return agent_id  # the usual id, a plain string: no conversion
     return _session_of(agent_id)
 
 
 def _session_of(agent_id: object) -> str:
     """An agent id already read, as a session key: ``str()`` of it, or "default" if none."""
     if type(agent_id) is str:
-        return agent_id or "default"  # the usual id, a plain string: no conversion
+        return agent_id or "default"
     if agent_id is not None and agent_id != "":
         return str(agent_id)
     return "default"

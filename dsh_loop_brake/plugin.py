@@ -29,7 +29,6 @@ from dsh_loop_brake.loop_brake import (
     LoopBrake,
     _agent_session,
     _field,
-    _session_of,
     _with_execute,
     decorate_tool,
     resolve_max_repeats,
@@ -302,12 +301,7 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
         else:
             if type(name) is not str:
                 name = str(name)
-            # The agent's id is read here, once: an object's (or None's) by attribute.
-            if type(agent) in _OBJECT_TYPES:
-                agent_id = getattr(agent, "id", None)
-                session = agent_id if type(agent_id) is str and agent_id else _session_of(agent_id)
-            else:
-                session = _agent_session(agent)
+            session = _agent_session(agent)
             if type(call_id) is str and call_id:
                 return name, arguments, session, (session, call_id)  # the usual call id
             key = _call_key(session, call_id, execution, (name, arguments))
