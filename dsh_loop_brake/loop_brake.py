@@ -672,7 +672,9 @@ def _agent_session(agent: object) -> str:
     """The agent's id as a session key, or "default" for no agent or an empty id."""
     if agent is None:
         return "default"
-    agent_id = _field(agent, "id")
+    # _field's usual case in place: this runs on every call's path.
+    kind = type(agent)
+    agent_id = getattr(agent, "id", None) if kind in _OBJECT_TYPES else _field(agent, "id")
     if type(agent_id) is str and agent_id:
         return agent_id  # the usual id, a plain string: no conversion
     return _session_of(agent_id)
@@ -781,19 +783,13 @@ class LoopBrake:
 
     def streak(self, session_id: str) -> tuple[str, int] | None:
         """The session's current call (hash prefix) and its count, or ``None``."""
-        bits = self._streak_bits(session_id)
-        if bits is None:
-            return None
-        prefix, count = bits
-        return format(prefix, "012x"), count
-
-    def _streak_bits(self, session_id: str) -> tuple[int, int] | None:
-        """``streak()`` with the prefix as a 48-bit int: what replay reads after every call."""
         # No lock: the streak is one immutable int, replaced whole, and one dict read is atomic.
+        # (Replay reads the packed int the same way, in place, after every call.)
         streak = self._streaks.get(session_id)
         if streak is None:
             return None
-        return (streak >> _STREAK_PREFIX_SHIFT) & _STREAK_PREFIX_MASK, streak >> _STREAK_DIGEST_BITS
+        prefix = streak >> _STREAK_PREFIX_SHIFT & _STREAK_PREFIX_MASK
+        return format(prefix, "012x"), streak >> _STREAK_DIGEST_BITS
 
     def reset(self, session_id: str | None = None) -> None:
         """Forget one session's streak, or every session's."""

@@ -20,7 +20,13 @@ from itertools import islice
 from typing import Final, final
 
 from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import LoopBrake, LoopBrakeError
+from dsh_loop_brake.loop_brake import (
+    _STREAK_DIGEST_BITS,
+    _STREAK_PREFIX_MASK,
+    _STREAK_PREFIX_SHIFT,
+    LoopBrake,
+    LoopBrakeError,
+)
 from dsh_loop_brake.plugin import ROW_ID
 from dsh_loop_brake.replay.readers import RecordedCall, Transcript
 from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, SweepRow, Totals
@@ -90,7 +96,9 @@ class _Lane:
         # The harness's registry, as the plugin patched it: a denial is the LoopBrakeError it
         # raises (Harness.execute would turn it into a result for an agent to read).
         self._execute = self.harness.ctx.tools.execute
-        self._streak = brake._streak_bits  # streak() without formatting the prefix per call
+        # The brake's packed streaks, read in place after every call: streak() would format the
+        # hash prefix as hex, and even a method call is a measurable share of a replayed call.
+        self._streak = brake._streaks.get
         self._register = self.harness.tools.register
         self._registered: set[str] = set()
         self._agents = 0
@@ -125,7 +133,8 @@ class _Lane:
             current = streak(tally.agent.id)
             if current is None:
                 continue  # arguments the brake could not identify: allowed, not counted
-            prefix, count = current
+            prefix = current >> _STREAK_PREFIX_SHIFT & _STREAK_PREFIX_MASK
+            count = current >> _STREAK_DIGEST_BITS
             tally.distinct.add(prefix)
             if count > tally.longest:
                 tally.longest = count
