@@ -627,5 +627,20 @@ def test_lines_read_in_blocks_read_as_each_on_its_own(
     ]
 
 
+@pytest.mark.parametrize("block", [1, 13, 1 << 16])
+def test_carriage_returns_end_a_line_only_when_the_newline_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    from dsh_loop_brake.replay import readers
+
+    monkeypatch.setattr(readers, "_BLOCK_BYTES", block)
+    lines = [b'{"tool": "a"}\r', b'{"tool": "b"}\r ', b'{"tool": "c"}\r\r', b'{"tool": "d"}\rx']
+    path = write(tmp_path, "c.jsonl", b"\n".join(lines) + b"\r\n")
+    _, _, calls, problems = read(path, "jsonl")
+    # as json.loads has each line: whitespace after the value is fine, anything else is not
+    assert [tool for _, tool, _ in calls] == ["a", "b", "c"]
+    assert problems == [f"{path}:4: not JSON (Extra data at column 15); skipped"]
+
+
 def _tool_call(call_id: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arguments}}

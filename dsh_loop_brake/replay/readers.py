@@ -336,6 +336,10 @@ def _json_values(file: IO[bytes]) -> Iterator[_Line]:
                     yield number, value, None
                     start = end + 1
                     continue
+                if sealed[end] == "\r" and sealed[end + 1] == "\0":  # a line ended by CRLF
+                    yield number, value, None
+                    start = end + 2
+                    continue
             stop = sealed.index("\0", start) + 1  # just past the line's newline
             if end and text[end:stop].isspace():  # the value, then whitespace such as "\r"
                 yield number, value, None
