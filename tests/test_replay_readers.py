@@ -561,6 +561,30 @@ def test_lines_read_to_detect_the_format_are_let_go(tmp_path: Path) -> None:
     assert held < 2_000_000  # the 30 user lines are 6 MB
 
 
+@pytest.mark.parametrize("read_first", [0, 1, 3])
+def test_close_releases_the_file_however_far_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_first: int
+) -> None:
+    """Closing a transcript closes its file, also before the first call was read."""
+    from dsh_loop_brake.replay import readers
+
+    opened: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        file = open(*args, **kwargs)  # noqa: SIM115 - the reader under test must close it
+        opened.append(file)
+        return file
+
+    monkeypatch.setattr(readers, "open", spy, raising=False)
+    path = write(tmp_path, "c.jsonl", '{"tool": "a"}\n' * 5)
+    transcript = open_transcript(path)
+    assert [call.tool for call in itertools.islice(transcript, read_first)] == ["a"] * read_first
+    [file] = opened
+    assert not file.closed
+    transcript.close()
+    assert file.closed
+
+
 def test_overlong_line_is_skipped_without_holding_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

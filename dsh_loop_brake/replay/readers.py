@@ -72,15 +72,22 @@ class Transcript:
     includes sessions in which the agent made no tool call.
     """
 
-    __slots__ = ("_calls", "format", "path", "sessions")
+    __slots__ = ("_calls", "_file", "format", "path", "sessions")
 
     def __init__(
-        self, path: str, format: str, sessions: list[str], calls: Iterator[RecordedCall]
+        self,
+        path: str,
+        format: str,
+        sessions: list[str],
+        calls: Iterator[RecordedCall],
+        *,
+        file: IO[bytes] | None = None,
     ) -> None:
         self.path = path
         self.format = format
         self.sessions = sessions
         self._calls = calls
+        self._file = file  # also closed by the calls' own end; closed here if they never start
 
     def __repr__(self) -> str:
         return f"<Transcript {self.path!r} format={self.format!r}>"
@@ -93,6 +100,9 @@ class Transcript:
         close = getattr(self._calls, "close", None)
         if close is not None:
             close()
+        # A generator closed before it started never runs its finally: the file is closed here.
+        if self._file is not None:
+            self._file.close()
 
     def __enter__(self) -> Transcript:
         return self
@@ -283,7 +293,8 @@ def _from_lines(
         calls = _claude_calls(records, path.name, sessions, problems)
     else:
         calls = _chat_lines(records, path.name, sessions, format, problems)
-    return Transcript(shown, label, sessions.names, _finish(calls, file, shown, problems))
+    calls = _finish(calls, file, shown, problems)
+    return Transcript(shown, label, sessions.names, calls, file=file)
 
 
 # One line of a JSON Lines file: (line number, value, None), or (line number, None, reason) when
