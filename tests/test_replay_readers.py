@@ -521,6 +521,27 @@ def test_arbitrary_json_of_transcript_shape_never_crashes(
         assert isinstance(call.tool, str) and call.tool
 
 
+@pytest.mark.parametrize("name", ["calls.jsonl", "calls.json"])
+def test_an_error_of_the_problem_callback_is_its_own_not_the_files(
+    tmp_path: Path, name: str
+) -> None:
+    """An OSError raised by on_problem (a closed pipe, a full disk) is not "cannot read"."""
+    full = OSError(28, "No space left on device")
+
+    def on_problem(message: str) -> None:
+        raise full
+
+    records = [{"tool": "a"}, 7, {"tool": "b"}]  # 7 is no call: a problem to report
+    if name.endswith(".jsonl"):
+        path = write(tmp_path, name, "".join(json.dumps(r) + "\n" for r in records))
+    else:
+        path = write(tmp_path, name, json.dumps(records))  # one JSON document
+    transcript = open_transcript(path, "jsonl", on_problem=on_problem)
+    with pytest.raises(OSError) as raised:
+        list(transcript)
+    assert raised.value is full
+
+
 # --------------------------------------------------------------------------------------------
 # Streaming
 

@@ -435,6 +435,8 @@ def _finish(
     """Close the file and summarise the problems when the calls run out (or reading fails)."""
     try:
         yield from calls
+    except _SinkFailed as failed:
+        raise failed.error from None  # the caller's own error, not a file that cannot be read
     except OSError as error:
         raise ReaderError(shown, _os_reason(error)) from None
     finally:
@@ -771,6 +773,14 @@ def _session_name(value: dict[str, Any], number: int) -> str:
 
 
 @final
+class _SinkFailed(Exception):
+    """An ``OSError`` the problem callback raised, carried past the reader's own file errors."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _Problems:
     """Reports skipped lines and entries: the first few in full, then a count."""
 
@@ -790,7 +800,10 @@ class _Problems:
             return
         self.shown += 1
         separator = ":" if isinstance(where, int) else ": "
-        self.sink(f"{self.path}{separator}{where}: {reason}; skipped")
+        try:
+            self.sink(f"{self.path}{separator}{where}: {reason}; skipped")
+        except OSError as error:
+            raise _SinkFailed(error) from None
 
     def finish(self) -> None:
         if self.sink is not None and self.hidden:
