@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -22,6 +23,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     for name in _CONTROLLED:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture
+def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+    """Threads for a host that runs tool bodies (or whole calls) off the event loop."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as executor:
+        yield executor
 
 
 @pytest.fixture

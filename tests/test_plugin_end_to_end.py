@@ -50,9 +50,7 @@ def first_denied_call(harness: Harness, limit: int = 12) -> int:
 
 
 @pytest.fixture
-def installed_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("DSH_LOOP_BRAKE_MAX_REPEATS", raising=False)
-    monkeypatch.delenv("DSH_HOME", raising=False)
+def installed_home(tmp_path: Path) -> Path:
     home = tmp_path / "dsh-home"
     done = cli("install", "--profile", "default", home=home)
     assert done.returncode == 0, done.stderr

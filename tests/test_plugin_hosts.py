@@ -9,7 +9,7 @@ import itertools
 import pickle
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,17 +124,6 @@ def run_until_denied(
         except LoopBrakeError:
             return index
     raise AssertionError("never denied")
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DSH_LOOP_BRAKE_MAX_REPEATS", raising=False)
-
-
-@pytest.fixture
-def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as executor:
-        yield executor
 
 
 # --------------------------------------------------------------------------------------------

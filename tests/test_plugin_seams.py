@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import pytest
@@ -32,17 +32,6 @@ class Body:
     def __call__(self, args: Any, execution: Any = None) -> str:
         self.calls += 1
         return "ok"
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DSH_LOOP_BRAKE_MAX_REPEATS", raising=False)
-
-
-@pytest.fixture
-def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as executor:
-        yield executor
 
 
 class CopyingTools:
