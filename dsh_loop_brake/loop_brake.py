@@ -788,7 +788,7 @@ class LoopBrake:
         streak = self._streaks.get(session_id)
         if streak is None:
             return None
-        prefix = streak >> _STREAK_PREFIX_SHIFT & _STREAK_PREFIX_MASK
+        prefix = (streak >> _STREAK_PREFIX_SHIFT) & _STREAK_PREFIX_MASK
         return format(prefix, "012x"), streak >> _STREAK_DIGEST_BITS
 
     def reset(self, session_id: str | None = None) -> None:

@@ -781,6 +781,7 @@ class _SinkFailed(Exception):
         self.error = error
 
 
+@final
 class _Problems:
     """Reports skipped lines and entries: the first few in full, then a count."""
 

@@ -133,7 +133,7 @@ class _Lane:
             current = streak(tally.agent.id)
             if current is None:
                 continue  # arguments the brake could not identify: allowed, not counted
-            prefix = current >> _STREAK_PREFIX_SHIFT & _STREAK_PREFIX_MASK
+            prefix = (current >> _STREAK_PREFIX_SHIFT) & _STREAK_PREFIX_MASK
             count = current >> _STREAK_DIGEST_BITS
             tally.distinct.add(prefix)
             if count > tally.longest:
