@@ -300,7 +300,7 @@ def model(stack: list[list[dict[str, Any]]]) -> Any:
     return rows, origin, skipped
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(STACK)
 def test_composition_follows_the_rules_for_any_layer_stack(
     stack: list[list[dict[str, Any]]],

@@ -192,7 +192,7 @@ def expanded_size(value: Any) -> int:
     return 1
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(shared_documents())
 def test_the_node_count_is_the_expanded_size_however_aliases_nest(document: Any) -> None:
     stream = io.StringIO()

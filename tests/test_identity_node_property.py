@@ -132,13 +132,13 @@ def node() -> Iterator[NodeReference]:
     reference.close()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(value=_VALUES)
 def test_random_values_match_javascript(node: NodeReference, value: Any) -> None:
     assert canonical_json(value) == node.canonical(value)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(keys=st.lists(_TEXT, min_size=2, max_size=8, unique_by=_utf16))
 def test_random_keys_sort_as_javascript_sorts_them(node: NodeReference, keys: list[str]) -> None:
     value = {key: index for index, key in enumerate(keys)}

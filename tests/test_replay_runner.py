@@ -313,9 +313,7 @@ _CALL = st.tuples(
 )
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=st.lists(_CALL, max_size=40), max_repeats=st.integers(1, 5))
 def test_report_matches_the_model(
     tmp_path: Path, calls: list[tuple[str, str, Any]], max_repeats: int
@@ -327,9 +325,7 @@ def test_report_matches_the_model(
     assert report["maxRepeats"] == max_repeats
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=st.lists(_CALL, max_size=40), low=st.integers(1, 4), width=st.integers(0, 4))
 def test_each_sweep_row_equals_a_replay_at_that_value(
     tmp_path: Path, calls: list[tuple[str, str, Any]], low: int, width: int
