@@ -30,16 +30,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, NamedTuple, final
 
+from dsh_loop_brake._canonical import describe_unidentifiable
+from dsh_loop_brake._config import integer_value
+from dsh_loop_brake._execution import read_field
+from dsh_loop_brake._short_repr import json_literal, short_repr
 from dsh_loop_brake.harness.hookspecs import hookimpl
-from dsh_loop_brake.loop_brake import (
-    LoopBrakeConfigError,
-    _describe_unidentifiable,
-    _integer_value,
-    _json_literal,
-    _short_repr,
-    call_hash,
-)
-from dsh_loop_brake.loop_brake import _field as _read_field
+from dsh_loop_brake.loop_brake import LoopBrakeConfigError, call_hash
 
 __all__ = [
     "DEFAULTS",
@@ -137,7 +133,7 @@ class CircuitBreakerConfig:
 
 def _fail(key: str, rule: str, value: object, source: str) -> CircuitBreakerConfigError:
     return CircuitBreakerConfigError(
-        f"circuit breaker: {key} must be {rule}, got {_short_repr(value)} (from {source})"
+        f"circuit breaker: {key} must be {rule}, got {short_repr(value)} (from {source})"
     )
 
 
@@ -146,7 +142,7 @@ def _integer(key: str, value: object, minimum: int, maximum: int | None, source:
     rule = f"an integer of at least {minimum}"
     if maximum is not None:
         rule = f"an integer from {minimum} to {maximum}"
-    number = _integer_value(value)
+    number = integer_value(value)
     if number is None or number < minimum or (maximum is not None and number > maximum):
         raise _fail(key, rule, value, source)
     return number
@@ -180,8 +176,8 @@ def _deny_message(value: object, source: str) -> str:
             )
             raise CircuitBreakerConfigError(
                 f"circuit breaker: denyMessage may only use the placeholders {{tool}}, {{count}}"
-                f" and {{limit}} (no format specs), got {_short_repr(shown)} in"
-                f" {_short_repr(value)} (from {source})"
+                f" and {{limit}} (no format specs), got {short_repr(shown)} in"
+                f" {short_repr(value)} (from {source})"
             )
     return value
 
@@ -207,12 +203,12 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
     if not isinstance(config, Mapping):
         raise CircuitBreakerConfigError(
             f"circuit breaker: the config must be a mapping of keys to values, got"
-            f" {_short_repr(config)} (from {source})"
+            f" {short_repr(config)} (from {source})"
         )
     for key in config:
         if key not in DEFAULTS:
             raise CircuitBreakerConfigError(
-                f"circuit breaker: unknown key {_short_repr(key)} (from {source}); the keys are"
+                f"circuit breaker: unknown key {short_repr(key)} (from {source}); the keys are"
                 f" {', '.join(DEFAULTS)} (check the spelling)"
             )
     given = {key: value for key, value in config.items() if value is not None}
@@ -251,7 +247,7 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
 def _field(obj: object, name: str) -> object:
     """Read ``name`` from an execution or agent by key (mapping) or by attribute; never raise."""
     try:
-        return _read_field(obj, name)
+        return read_field(obj, name)
     except Exception:  # a hostile property or mapping: the guard judges what it can read
         return None
 
@@ -421,7 +417,7 @@ class CircuitBreaker:
         if denial.first and self._incident_path:
             self._report(denial, shown, agent)
         return self.config.deny_message.format(
-            tool=_json_literal(shown), count=denial.tally, limit=denial.limit
+            tool=json_literal(shown), count=denial.tally, limit=denial.limit
         )
 
     def calls(self, agent: object = None) -> int:
@@ -474,8 +470,8 @@ class CircuitBreaker:
             logger.warning(
                 "circuit breaker: the arguments of tool %s could not be identified (%s); such calls"
                 " are allowed and not checked for duplicates",
-                _json_literal(tool),
-                _describe_unidentifiable(error),
+                json_literal(tool),
+                describe_unidentifiable(error),
             )
 
     def _judge(self, state: _AgentState, digest: str | None) -> _Denial | None:
@@ -581,7 +577,7 @@ class CircuitBreaker:
                 logger.warning(
                     "circuit breaker: could not append to the incident log %s (%s); denials still"
                     " apply, but incidents are not being recorded",
-                    _json_literal(self._incident_path),
+                    json_literal(self._incident_path),
                     reason,
                 )
 

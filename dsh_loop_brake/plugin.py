@@ -22,17 +22,10 @@ import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final, Protocol, final
 
+from dsh_loop_brake._execution import OBJECT_TYPES, agent_session, read_field
+from dsh_loop_brake._wrapping import with_execute
 from dsh_loop_brake.harness.hookspecs import hookimpl
-from dsh_loop_brake.loop_brake import (
-    _OBJECT_TYPES,
-    PLUGIN_NAME,
-    LoopBrake,
-    _agent_session,
-    _field,
-    _with_execute,
-    decorate_tool,
-    resolve_max_repeats,
-)
+from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrake, decorate_tool, resolve_max_repeats
 
 __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
@@ -149,8 +142,8 @@ class _Installation:
         braked = decorate_tool(definition, self._brake)
         if braked is definition:
             return definition  # nothing callable to brake
-        original = _field(definition, "execute")
-        return _with_execute(braked, self._gate(original, _field(braked, "execute")))
+        original = read_field(definition, "execute")
+        return with_execute(braked, self._gate(original, read_field(braked, "execute")))
 
     def _gate(self, original: Callable[..., Any], braked: Callable[..., Any]) -> Callable[..., Any]:
         """Run ``braked`` unless the execute seam already counted this call or we are disposed."""
@@ -287,7 +280,7 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
     ``session_key`` has it), the call id is ``call_id`` (or ``callId``).
     """
     kind = type(execution)
-    if kind in _OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
+    if kind in OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
         try:  # the usual execution: an object with all four attributes, read once each
             name = execution.name  # type: ignore[attr-defined]
             arguments = execution.arguments  # type: ignore[attr-defined]
@@ -301,22 +294,22 @@ def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
         else:
             if type(name) is not str:
                 name = str(name)
-            session = _agent_session(agent)
+            session = agent_session(agent)
             if type(call_id) is str and call_id:
                 return name, arguments, session, (session, call_id)  # the usual call id
             key = _call_key(session, call_id, execution, (name, arguments))
             return name, arguments, session, key
-    name = str(_field(execution, "name"))
-    arguments = _field(execution, "arguments")
-    session = _agent_session(_field(execution, "agent"))
-    key = _call_key(session, _field(execution, "call_id"), execution, (name, arguments))
+    name = str(read_field(execution, "name"))
+    arguments = read_field(execution, "arguments")
+    session = agent_session(read_field(execution, "agent"))
+    key = _call_key(session, read_field(execution, "call_id"), execution, (name, arguments))
     return name, arguments, session, key
 
 
 def _call_key_of(execution: object) -> _CallKey:
     """Only the call key of an execution: the braked body's lookup of a copy reads no more."""
-    session = _agent_session(_field(execution, "agent"))
-    return _call_key(session, _field(execution, "call_id"), execution)
+    session = agent_session(read_field(execution, "agent"))
+    return _call_key(session, read_field(execution, "call_id"), execution)
 
 
 def _call_key(
@@ -324,13 +317,15 @@ def _call_key(
 ) -> _CallKey:
     """The call key (see ``_CallKey``); ``read`` is the name and arguments, if already read."""
     if call_id is None:
-        call_id = _field(execution, "callId")
+        call_id = read_field(execution, "callId")
     if type(call_id) is str:
         if call_id:
             return (session, call_id)  # the usual call id: a plain string
     elif isinstance(call_id, (str, int)) and call_id != "":
         return (session, call_id)
-    name, arguments = read or (str(_field(execution, "name")), _field(execution, "arguments"))
+    if read is None:
+        read = (str(read_field(execution, "name")), read_field(execution, "arguments"))
+    name, arguments = read
     return (session, name, id(arguments))
 
 

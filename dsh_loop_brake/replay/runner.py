@@ -19,14 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Final, final
 
+from dsh_loop_brake._brake import STREAK_DIGEST_BITS, STREAK_PREFIX_MASK, STREAK_PREFIX_SHIFT
 from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import (
-    _STREAK_DIGEST_BITS,
-    _STREAK_PREFIX_MASK,
-    _STREAK_PREFIX_SHIFT,
-    LoopBrake,
-    LoopBrakeError,
-)
+from dsh_loop_brake.loop_brake import LoopBrake, LoopBrakeError
 from dsh_loop_brake.plugin import ROW_ID
 from dsh_loop_brake.replay.readers import RecordedCall, Transcript
 from dsh_loop_brake.replay.report import FirstDenial, Report, SessionReport, SweepRow, Totals
@@ -133,8 +128,8 @@ class _Lane:
             current = streak(tally.agent.id)
             if current is None:
                 continue  # arguments the brake could not identify: allowed, not counted
-            prefix = (current >> _STREAK_PREFIX_SHIFT) & _STREAK_PREFIX_MASK
-            count = current >> _STREAK_DIGEST_BITS
+            prefix = (current >> STREAK_PREFIX_SHIFT) & STREAK_PREFIX_MASK
+            count = current >> STREAK_DIGEST_BITS
             tally.distinct.add(prefix)
             if count > tally.longest:
                 tally.longest = count

@@ -1,0 +1,70 @@
+"""Reading a host's execution input: fields by key or by attribute, and the session of a call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "MAPPING_TYPES",
+    "OBJECT_TYPES",
+    "agent_session",
+    "read_field",
+    "session_key",
+    "session_of",
+]
+
+
+def session_key(session_id: str | None = None, execution: object = None) -> str:
+    """The explicit session id, else the calling agent's id from the execution, else "default"."""
+    if session_id is not None:
+        return session_id
+    return agent_session(read_field(execution, "agent"))
+
+
+def agent_session(agent: object) -> str:
+    """The agent's id as a session key, or "default" for no agent or an empty id."""
+    if agent is None:
+        return "default"
+    # read_field's usual case in place: this runs on every call's path.
+    kind = type(agent)
+    agent_id = getattr(agent, "id", None) if kind in OBJECT_TYPES else read_field(agent, "id")
+    if type(agent_id) is str and agent_id:
+        return agent_id  # the usual id, a plain string: no conversion
+    return session_of(agent_id)
+
+
+def session_of(agent_id: object) -> str:
+    """An agent id already read, as a session key: ``str()`` of it, or "default" if none."""
+    if type(agent_id) is str:
+        return agent_id or "default"
+    if agent_id is not None and agent_id != "":
+        return str(agent_id)
+    return "default"
+
+
+def read_field(source: Any, name: str) -> Any:
+    """``source[name]`` when ``source`` is a mapping, else ``source.name``; ``None`` if absent."""
+    kind = type(source)
+    if kind in OBJECT_TYPES:
+        return getattr(source, name, None)
+    if kind is dict or kind in MAPPING_TYPES or _learn_is_mapping(source):
+        return source.get(name)
+    return getattr(source, name, None)
+
+
+def _learn_is_mapping(source: object) -> bool:
+    # An isinstance check against the Mapping ABC costs more than the rest of a field read, and
+    # fields are read several times before every tool call; the type alone decides, so it is
+    # asked once per type (and remembered for a bounded number of types, so hostile types
+    # cannot grow the sets).
+    is_mapping = isinstance(source, Mapping)
+    known = MAPPING_TYPES if is_mapping else OBJECT_TYPES
+    if len(known) < 256:
+        known.add(type(source))
+    return is_mapping
+
+
+MAPPING_TYPES: set[type] = {dict}
+OBJECT_TYPES: set[type] = {type(None)}
+"""Types known to be read by key (mappings) and by attribute (everything else)."""
