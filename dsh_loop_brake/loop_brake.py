@@ -17,7 +17,8 @@ The work is done in private modules, each with one job, which this module re-exp
 Exceptions::
 
     Exception
-    └── LoopBrakeError            a call was denied because it repeated too often
+    └── ToolCallDenied            a call was denied before it ran (the base of every denial)
+        └── LoopBrakeError        it repeated the same call too often in a row
     ValueError
     └── LoopBrakeConfigError      a loop-brake configuration is unusable
         └── InvalidMaxRepeatsError    maxRepeats is not an integer of at least 1
@@ -36,6 +37,7 @@ from dsh_loop_brake._errors import (
     InvalidMaxRepeatsError,
     LoopBrakeConfigError,
     LoopBrakeError,
+    ToolCallDenied,
 )
 from dsh_loop_brake._execution import session_key
 from dsh_loop_brake._wrapping import decorate_tool, wrap_execute
@@ -48,6 +50,7 @@ __all__ = [
     "LoopBrake",
     "LoopBrakeConfigError",
     "LoopBrakeError",
+    "ToolCallDenied",
     "call_hash",
     "canonical_json",
     "decorate_tool",

@@ -12,6 +12,7 @@ from dsh_loop_brake import loop_brake
 SPEC_EXPORTS = {
     "LoopBrake",
     "LoopBrakeError",
+    "ToolCallDenied",
     "InvalidMaxRepeatsError",
     "LoopBrakeConfigError",
     "wrap_execute",
