@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import pickle
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,11 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_loop_brake import LoopBrakeConfigError
+from dsh_loop_brake import circuit_breaker as circuit_breaker_module
 from dsh_loop_brake.circuit_breaker import (
     DEFAULT_DENY_MESSAGE,
     DEFAULTS,
     MAX_WINDOW,
     CircuitBreaker,
+    CircuitBreakerConfig,
     CircuitBreakerConfigError,
     apply,
     resolve_config,
@@ -61,6 +65,38 @@ def test_every_key_of_the_table_has_its_default() -> None:
     assert resolve_config(None).as_row_config() == TABLE
     assert resolve_config({}).as_row_config() == TABLE
     assert {k: list(v) if isinstance(v, tuple) else v for k, v in DEFAULTS.items()} == TABLE
+
+
+def test_the_config_class_defaults_are_the_table_too() -> None:
+    assert CircuitBreakerConfig() == resolve_config(None) == resolve_config({})
+    assert CircuitBreakerConfig().as_row_config() == TABLE
+    assert list(DEFAULTS) == list(TABLE)  # the docs' order
+
+
+def test_each_default_is_written_once_in_the_source() -> None:
+    # Four copies of the nine defaults drifted apart once; one copy cannot.
+    package = Path(circuit_breaker_module.__file__).parent
+    sources = [package / "circuit_breaker.py", *package.glob("_breaker*.py")]
+    constants: list[object] = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+                constants.append(node.value)
+    for default in (6, 200, 300, "todo_write", "ask_user_question", "exit_plan_mode", "thought"):
+        assert constants.count(default) == 1, default
+    assert constants.count(DEFAULT_DENY_MESSAGE) == 1
+
+
+def test_a_config_is_immutable_comparable_and_pickles() -> None:
+    config = resolve_config({"duplicateLimit": 3, "exempt": ["read"]})
+    with pytest.raises(AttributeError, match="immutable"):
+        config.window = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del config.window  # type: ignore[misc]
+    same = resolve_config({"exempt": ["read"], "duplicateLimit": 3.0})
+    assert config == same and hash(config) == hash(same) and config != CircuitBreakerConfig()
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert repr(config).startswith("CircuitBreakerConfig(enabled=True, duplicate_limit=3, ")
 
 
 def test_a_null_value_takes_the_default() -> None:
