@@ -1,5 +1,6 @@
 """dsh-loop-brake: stop runaway AI-agent tool loops in code, outside the model."""
 
+from dsh_loop_brake._breaker import CircuitBreakerError
 from dsh_loop_brake.loop_brake import (
     DEFAULT_MAX_REPEATS,
     ENV_VAR,
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_REPEATS",
     "ENV_VAR",
     "PLUGIN_NAME",
+    "CircuitBreakerError",
     "InvalidMaxRepeatsError",
     "LoopBrake",
     "LoopBrakeConfigError",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
@@ -78,7 +77,7 @@ def test_echo_cbprobe4_ten_times_with_a_rewritten_description_runs_five() -> Non
     assert all(isinstance(v, str) for v in denials)
     first = denials[0]
     assert first is not None
-    assert '"bash"' in first and "count 6" in first and "limit 6" in first
+    assert "this call to bash was denied" in first and "count 6" in first and "limit 6" in first
     assert "\n" not in first
     for secret in ("cbprobe4", "echo", "probe step", "command"):
         assert all(secret not in (v or "") for v in denials)
@@ -157,8 +156,8 @@ def test_denied_calls_are_not_recorded_so_the_breaker_never_latches() -> None:
 def test_count_is_the_identical_calls_in_the_window_and_stays_at_the_limit() -> None:
     host = Host({"duplicateLimit": 2, "window": 4, "denyMessage": "{tool} {count}/{limit}"})
     assert host.allowed("read", {"path": "/etc"})
-    assert host.call("read", {"path": "/etc"}) == '"read" 2/2'
-    assert host.call("read", {"path": "/etc"}) == '"read" 2/2'
+    assert host.call("read", {"path": "/etc"}) == "read 2/2"
+    assert host.call("read", {"path": "/etc"}) == "read 2/2"
 
 
 def test_duplicate_limit_of_one_denies_every_identifiable_call() -> None:
@@ -175,11 +174,11 @@ def test_the_cap_denies_every_call_after_the_limit_and_leaves_other_agents_alone
     busy, other = Agent("busy"), Agent("other")
     for i in range(5):
         assert host.allowed("search", {"q": f"varied {i}"}, busy)
-    assert host.call("search", {"q": "varied 99"}, busy) == '"search" 5/5'
-    assert host.call("read", {"path": "/new"}, busy) == '"read" 5/5'
+    assert host.call("search", {"q": "varied 99"}, busy) == "search 5/5"
+    assert host.call("read", {"path": "/new"}, busy) == "read 5/5"
     for i in range(5):
         assert host.allowed("search", {"q": f"varied {i}"}, other)
-    assert host.call("bash", {"command": "x"}, busy) == '"bash" 5/5'  # for good
+    assert host.call("bash", {"command": "x"}, busy) == "bash 5/5"  # for good
     assert host.breaker.calls(busy) == 5
 
 
@@ -287,17 +286,26 @@ def test_unidentifiable_calls_still_count_toward_the_cap() -> None:
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["evil\nINJECTED: ok", "quote\"'", "\u2028line", "tab\there", "\x1b[31mred", "\ud800"],
+    ("name", "shown"),
+    [
+        ("evil\nINJECTED: ok", "evil\\u000aINJECTED: ok"),
+        ("cr\rlf", "cr\\u000dlf"),
+        ("tab\there", "tab\\u0009here"),
+        ("\x1b[31mred", "\\u001b[31mred"),
+        ("del\x7fnel\x85", "del\\u007fnel\\u0085"),
+        ("\u2028line\u2029", "\\u2028line\\u2029"),
+        ("lone\ud800", "lone\\ud800"),
+        ('quote"\'', 'quote"\''),
+        ("\u8bfb\u53d6\u6587\u4ef6", "\u8bfb\u53d6\u6587\u4ef6"),  # non-ASCII as it is
+    ],
 )
-def test_a_hostile_tool_name_cannot_inject_lines_into_the_message(name: str) -> None:
-    host = Host({"duplicateLimit": 2, "window": 2, "exempt": []})
+def test_a_hostile_tool_name_cannot_break_the_message_line(name: str, shown: str) -> None:
+    host = Host({"duplicateLimit": 2, "window": 2, "exempt": [], "denyMessage": "stop {tool}"})
     assert host.allowed(name, {})
     message = host.call(name, {})
-    assert message is not None
-    assert message.isascii() and message.isprintable()
-    literal = message.split("tool ", 1)[1].split(" was denied", 1)[0]
-    assert json.loads(literal) == name
+    assert message == f"stop {shown}"
+    assert message.splitlines() == [message]  # no character any line splitter breaks on
+    message.encode("utf-8")  # and nothing that cannot be written out
 
 
 def test_execution_given_as_a_mapping() -> None:

@@ -255,6 +255,43 @@ def test_an_unwritable_path_never_affects_the_guard(
     assert "denials still apply" in warnings[0].getMessage()
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("target", ["existing", "dangling"])
+def test_a_symbolic_link_at_the_path_is_refused_and_the_guard_goes_on(
+    tmp_path: Path, target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A link planted in a shared directory must not make the guard append to another file.
+    victim = tmp_path / "victim.txt"
+    if target == "existing":
+        victim.write_text("precious\n")
+    log = tmp_path / "incidents.jsonl"
+    log.symlink_to(victim)
+    logged = breaker(log, duplicateLimit=1)
+    with caplog.at_level(logging.WARNING, logger="dsh_loop_brake"):
+        for agent in (Agent("a"), Agent("b"), Agent("c")):  # three first denials, three lines due
+            assert call(logged, "bash", {}, agent) is not None
+        again = breaker(log, duplicateLimit=1)
+        assert call(again, "bash", {}, Agent("d")) is not None
+    if target == "existing":
+        assert victim.read_text() == "precious\n"
+    else:
+        assert not victim.exists()
+    assert log.is_symlink()
+    warnings = [r.getMessage() for r in caplog.records if "incident log" in r.getMessage()]
+    assert len(warnings) == 2  # one per breaker
+    assert all("symbolic link" in w and "denials still apply" in w for w in warnings)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_a_link_in_a_parent_directory_is_followed(tmp_path: Path) -> None:
+    # Only the log's own name is refused as a link; directories on the way are the user's.
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "logs").symlink_to(real)
+    call(breaker(tmp_path / "logs" / "incidents.jsonl", duplicateLimit=1), "bash", {})
+    assert len(lines(real / "incidents.jsonl")) == 1
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_named_pipe_nobody_reads_never_blocks_the_guard(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
