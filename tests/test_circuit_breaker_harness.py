@@ -139,7 +139,7 @@ def test_both_run_each_catching_its_own_kind_of_loop(
             verdicts.append(code(run(harness, "search", {"q": "news"}, agent)))
             verdicts.append(code(run(harness, "search", {"q": "sports"}, agent)))
         assert verdicts[:6] == [None] * 6
-        assert verdicts[6:] == ["DENIED", "DENIED"]  # each query's 4th time in the window
+        assert verdicts[6:] == ["CIRCUIT_BREAKER"] * 2  # each query's 4th time in the window
 
         # The seed's probe: the model rewrites "description", so no two calls are identical to
         # the loop brake; ignoreArgs makes them identical to the breaker.
@@ -147,10 +147,10 @@ def test_both_run_each_catching_its_own_kind_of_loop(
             run(harness, "bash", {"command": "echo cbprobe4", "description": f"step {i}"}, agent)
             for i in range(1, 11)
         ]
-        assert [code(r) for r in results] == [None] * 3 + ["DENIED"] * 7
+        assert [code(r) for r in results] == [None] * 3 + ["CIRCUIT_BREAKER"] * 7
         denial = results[3]
         assert denial.is_error and denial.content == denial.error["message"]  # type: ignore[index]
-        assert '"bash"' in denial.content and "cbprobe4" not in denial.content
+        assert "call to bash was denied" in denial.content and "cbprobe4" not in denial.content
         assert (
             bodies.ran.count(("bash", {"command": "echo cbprobe4", "description": "step 1"})) == 1
         )
@@ -169,7 +169,7 @@ def test_the_cap_stops_a_varying_loop_and_leaves_other_agents_alone(
         Bodies(harness, "search")
         runaway, healthy = Agent("runaway"), Agent("healthy")
         results = [run(harness, "search", {"q": f"query {i}"}, runaway) for i in range(40)]
-        assert [code(r) for r in results] == [None] * 30 + ["DENIED"] * 10
+        assert [code(r) for r in results] == [None] * 30 + ["CIRCUIT_BREAKER"] * 10
         assert code(run(harness, "search", {"q": "query 0"}, healthy)) is None
         assert harness.handle("circuit-breaker").calls(runaway) == 30
     (record,) = [json.loads(x) for x in (tmp_path / "incidents.jsonl").read_text().splitlines()]
@@ -188,7 +188,7 @@ def test_dispose_forgets_all_state(home: Path, user_patch: Path) -> None:
     agent = Agent("a")
     for query in "abababa":
         run(harness, "search", {"q": query}, agent)
-    assert code(run(harness, "search", {"q": "b"}, agent)) == "DENIED"
+    assert code(run(harness, "search", {"q": "b"}, agent)) == "CIRCUIT_BREAKER"
     assert breaker.calls(agent) == 6 and len(breaker) == 1
 
     harness.dispose()
@@ -213,7 +213,7 @@ def test_disposing_the_rows_fiber_removes_the_guard_from_the_registry() -> None:
         return asyncio.run(registry.execute(ToolExecution("c", "search", {"q": 1}, agent)))
 
     assert code(execute()) is None
-    assert code(execute()) == "DENIED"
+    assert code(execute()) == "CIRCUIT_BREAKER"
     fiber.dispose()
     assert [code(execute()) for _ in range(5)] == [None] * 5
     assert len(ran) == 6
@@ -225,7 +225,7 @@ def test_booting_again_starts_fresh(home: Path, user_patch: Path) -> None:
         with Harness.boot("default", home=home) as harness:
             Bodies(harness, "search")
             verdicts = [code(run(harness, "search", {"q": q}, agent)) for q in "xyxyxyxy"]
-            assert verdicts == [None] * 6 + ["DENIED"] * 2
+            assert verdicts == [None] * 6 + ["CIRCUIT_BREAKER"] * 2
 
 
 def test_a_bad_row_stops_the_boot_with_the_breakers_own_error(home: Path) -> None:
@@ -259,7 +259,7 @@ def test_from_rows_applies_the_breaker_alone() -> None:
         Bodies(harness, "search")
         agent = Agent("a")
         assert code(run(harness, "search", {"q": 1}, agent)) is None
-        assert code(run(harness, "search", {"q": 1}, agent)) == "DENIED"
+        assert code(run(harness, "search", {"q": 1}, agent)) == "CIRCUIT_BREAKER"
         assert code(run(harness, "search", {"q": 1}, None)) is None  # the host-level state
 
 

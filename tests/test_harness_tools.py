@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh_loop_brake import LoopBrakeError
+from dsh_loop_brake import LoopBrakeError, ToolCallDenied
+from dsh_loop_brake.circuit_breaker import CircuitBreakerError
 from dsh_loop_brake.harness import (
     Agent,
     Fiber,
@@ -185,16 +186,86 @@ def test_a_brake_error_propagates_from_the_registry_and_is_a_result_in_the_harne
         harness.dispose()
 
 
-def test_a_loop_brake_error_from_a_guard_also_propagates() -> None:
+class HostDenial(ToolCallDenied):
+    """A host's own denial, raised with its own code."""
+
+    def __init__(self) -> None:
+        super().__init__("deploys are frozen today", code="FREEZE", tool_name="search")
+
+
+class CodedReason(str):
+    """A guard's reason string that carries a code, as the circuit breaker's does."""
+
+    code = "POLICY"
+
+
+@pytest.mark.parametrize(
+    ("denial", "code"),
+    [
+        (_brake_error(), "LOOP_BRAKE"),
+        (HostDenial(), "FREEZE"),
+        (CircuitBreakerError("stop", kind="cap", count=3, limit=3), "CIRCUIT_BREAKER"),
+        (ToolCallDenied("not now"), "DENIED"),
+    ],
+    ids=["loop-brake", "host", "circuit-breaker", "plain"],
+)
+def test_a_denial_a_guard_raises_denies_with_its_code_and_message(
+    denial: ToolCallDenied, code: str
+) -> None:
     registry = ToolRegistry()
-    registry.register(ToolDefinition("search", lambda args, execution: 1))
+    ran: list[str] = []
+    registry.register(ToolDefinition("search", lambda args, execution: ran.append("search")))
 
     def guard(execution: ToolExecution) -> str | None:
-        raise _brake_error()
+        raise denial
 
     registry.guard(guard)
-    with pytest.raises(LoopBrakeError):
+    result = run(registry, call("search"))
+    message = str(denial)
+    assert result == ToolResult(message, is_error=True, error={"code": code, "message": message})
+    assert ran == []
+
+
+def test_a_reason_string_with_a_code_denies_with_that_code() -> None:
+    registry = ToolRegistry()
+    registry.register(ToolDefinition("search", lambda args, execution: 1))
+    registry.guard(lambda execution: CodedReason("outside office hours"))
+    result = run(registry, call("search"))
+    assert result.error == {"code": "POLICY", "message": "outside office hours"}
+    assert type(result.content) is str and type(result.error["message"]) is str
+
+
+def test_a_reason_string_whose_code_is_unusable_denies_as_denied() -> None:
+    class Hostile(str):
+        @property
+        def code(self) -> str:
+            raise RuntimeError("secret-argument-value")
+
+    class Blank(str):
+        code = ""
+
+    for reason in (Hostile("no"), Blank("no")):
+        registry = ToolRegistry()
+        registry.register(ToolDefinition("search", lambda args, execution: 1))
+        registry.guard(lambda execution, reason=reason: reason)  # type: ignore[misc]
+        assert run(registry, call("search")).error == {"code": "DENIED", "message": "no"}
+
+
+def test_a_host_denial_raised_by_a_body_propagates_and_is_a_result_in_the_harness() -> None:
+    def braked(args: Any, execution: ToolExecution) -> None:
+        raise HostDenial()
+
+    registry = ToolRegistry()
+    registry.register(ToolDefinition("search", braked))
+    with pytest.raises(HostDenial):
         run(registry, call("search"))
+    with Harness.from_rows([]) as harness:
+        harness.ctx.tools.register(ToolDefinition("search", braked))
+        result = asyncio.run(harness.execute(call("search")))
+    message = "deploys are frozen today"
+    assert result == ToolResult(
+        message, is_error=True, error={"code": "FREEZE", "message": message}
+    )
 
 
 def test_harness_execute_uses_a_patched_sync_execute_seam() -> None:

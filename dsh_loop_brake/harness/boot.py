@@ -17,7 +17,7 @@ from dsh_loop_brake.harness.fibers import Fiber
 from dsh_loop_brake.harness.plugins import load_plugin
 from dsh_loop_brake.harness.tools import ToolRegistry
 from dsh_loop_brake.harness.types import Row, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import LoopBrakeError
+from dsh_loop_brake.loop_brake import ToolCallDenied
 
 if TYPE_CHECKING:
     from dsh_loop_brake.harness.patches import Composition
@@ -122,15 +122,21 @@ class Harness:
         self._handles.clear()
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
-        """Run one agent call via ``ctx.tools.execute``; a loop-brake denial becomes a result."""
+        """Run one agent call via ``ctx.tools.execute``; a denial it raises becomes a result.
+
+        A patched seam raises its denial (a ``ToolCallDenied``: the loop brake's
+        ``LoopBrakeError``, or any other) out of ``ctx.tools.execute``; the agent gets it here as
+        an error result with the denial's code and message, as it gets a guard's denial.
+        """
         try:
             result: Any = self.ctx.tools.execute(execution)
             if inspect.isawaitable(result):
                 result = await result
-        except LoopBrakeError as err:
+        except ToolCallDenied as err:
             message = str(err)
+            code = err.code if isinstance(err.code, str) and err.code else "DENIED"
             return ToolResult(
-                content=message, is_error=True, error={"code": err.code, "message": message}
+                content=message, is_error=True, error={"code": code, "message": message}
             )
         return result  # type: ignore[no-any-return]
 

@@ -11,12 +11,19 @@ from typing import final
 
 from dsh_loop_brake.harness.fibers import Fiber, current_fiber
 from dsh_loop_brake.harness.types import ToolDefinition, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import LoopBrakeError
+from dsh_loop_brake.loop_brake import ToolCallDenied
 
 __all__ = ["Guard", "ToolRegistry"]
 
 Guard = Callable[[ToolExecution], "str | None"]
-"""A synchronous pre-execution check: a reason string denies the call, ``None`` allows it."""
+"""A synchronous pre-execution check: a reason string denies the call, ``None`` allows it.
+
+The error result's code is the string's ``code`` attribute when it has one (the circuit breaker's
+``DenyMessage``), else ``DENIED``. A guard may also raise a ``ToolCallDenied``: the call is denied
+with that error's code and message.
+"""
+
+_DENIED = "DENIED"
 
 logger = logging.getLogger("dsh_loop_brake.harness")
 
@@ -25,10 +32,10 @@ logger = logging.getLogger("dsh_loop_brake.harness")
 class ToolRegistry:
     """One registry shared by every row of a harness.
 
-    ``execute`` runs lookup → guards → body and turns an unknown tool, a denial or a body's
-    exception into a :class:`ToolResult` the model can read. A ``LoopBrakeError`` is the one
-    exception that propagates: the brake is raised, never returned (the agent-facing
-    ``Harness.execute`` converts it).
+    ``execute`` runs lookup → guards → body and turns an unknown tool, a guard's denial or a body's
+    exception into a :class:`ToolResult` the model can read. A ``ToolCallDenied`` raised by the
+    body (a braked body: ``LoopBrakeError``) is the one exception that propagates: a brake is
+    raised, never returned (the agent-facing ``Harness.execute`` converts it).
     """
 
     # No __slots__: plugins patch ``register`` and ``execute`` as instance attributes.
@@ -110,14 +117,14 @@ class ToolRegistry:
             message = f"unknown tool {_quote(name)}: no tool of that name is registered"
             return _error("UNKNOWN_TOOL", message)
         if self._guards:
-            reason = self._deny_reason(execution)
-            if reason is not None:
-                return _error("DENIED", reason)
+            denial = self._denial(execution)
+            if denial is not None:
+                return denial
         try:
             result = definition.execute(execution.arguments, execution)
             if type(result) is not ToolResult and inspect.isawaitable(result):
                 result = await result
-        except LoopBrakeError:
+        except ToolCallDenied:
             raise
         except Exception as exc:
             return _error("TOOL_ERROR", f"tool {_quote(name)} failed: {type(exc).__name__}: {exc}")
@@ -133,27 +140,40 @@ class ToolRegistry:
             undo()  # nothing would ever run it: the tool or guard must not stay behind
             raise
 
-    def _deny_reason(self, execution: ToolExecution) -> str | None:
+    def _denial(self, execution: ToolExecution) -> ToolResult | None:
+        """The first guard's denial as an error result, or ``None`` when every guard allows."""
         for guard in self._guards:
             try:
                 reason = guard(execution)
-            except LoopBrakeError:
-                raise
+            except ToolCallDenied as denial:
+                # Guards are the registry's own check: a denial raised is a denial returned.
+                return _error(_code_of(denial), str(denial))
             except Exception as exc:
-                # A guard that cannot decide must not wave the call through.
+                # A guard that cannot decide must not wave the call through. Its message may
+                # hold anything (the arguments included): only the type is shown.
                 logger.warning(
                     "a guard failed on tool %s (%s); the call is denied",
                     _quote(execution.name),
                     type(exc).__name__,
                 )
                 name = _quote(execution.name)
-                return f"tool {name} denied: a guard failed ({type(exc).__name__})"
+                return _error(_DENIED, f"tool {name} denied: a guard failed ({type(exc).__name__})")
             if reason is None:
                 continue
             if isinstance(reason, str) and reason:
-                return reason
-            return f"tool {_quote(execution.name)} denied by a guard"
+                # The plain text (str.__str__, not a subclass's own __str__), with its code.
+                return _error(_code_of(reason), str.__str__(reason))
+            return _error(_DENIED, f"tool {_quote(execution.name)} denied by a guard")
         return None
+
+
+def _code_of(denial: object) -> str:
+    """The code a denial names (a guard's string or a raised error may carry one), else DENIED."""
+    try:
+        code = getattr(denial, "code", None)
+    except Exception:  # a hostile property: the denial still stands
+        return _DENIED
+    return code if isinstance(code, str) and code else _DENIED
 
 
 def _error(code: str, message: str) -> ToolResult:
