@@ -1,29 +1,39 @@
-"""dsh-loop-brake: stop runaway AI-agent tool loops in code, outside the model."""
+"""dsh-loop-brake: stop runaway AI-agent tool loops in code, outside the model.
 
-from dsh_loop_brake._breaker import CircuitBreakerError
-from dsh_loop_brake.loop_brake import (
-    DEFAULT_MAX_REPEATS,
-    ENV_VAR,
-    PLUGIN_NAME,
-    InvalidMaxRepeatsError,
-    LoopBrake,
-    LoopBrakeConfigError,
-    LoopBrakeError,
-    ToolCallDenied,
-    call_hash,
-    canonical_json,
-    decorate_tool,
-    hash_prefix,
-    normalize_max_repeats,
-    resolve_max_repeats,
-    session_key,
-    wrap_execute,
-)
+The names below are the package's public face (SPEC §2, the circuit breaker's error, ``Brakes``).
+They are imported on first use (PEP 562), not when the package is: a coding-agent hook is a new
+process for every tool call, and ``import dsh_loop_brake.<module>`` must cost only what that
+module itself needs.
+"""
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
+if TYPE_CHECKING:
+    from dsh_loop_brake._brakes import Brakes
+    from dsh_loop_brake._breaker import CircuitBreakerError
+    from dsh_loop_brake.loop_brake import (
+        DEFAULT_MAX_REPEATS,
+        ENV_VAR,
+        PLUGIN_NAME,
+        InvalidMaxRepeatsError,
+        LoopBrake,
+        LoopBrakeConfigError,
+        LoopBrakeError,
+        ToolCallDenied,
+        call_hash,
+        canonical_json,
+        decorate_tool,
+        hash_prefix,
+        normalize_max_repeats,
+        resolve_max_repeats,
+        session_key,
+        wrap_execute,
+    )
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
     "ENV_VAR",
     "PLUGIN_NAME",
+    "Brakes",
     "CircuitBreakerError",
     "InvalidMaxRepeatsError",
     "LoopBrake",
@@ -39,3 +49,25 @@ __all__ = [
     "session_key",
     "wrap_execute",
 ]
+
+# Where each name is defined for the public; every other name of __all__ is the core's
+# (dsh_loop_brake.loop_brake), so the root and the core hand out the very same objects.
+_HOMES = {
+    "Brakes": "dsh_loop_brake._brakes",
+    "CircuitBreakerError": "dsh_loop_brake._breaker",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in __all__:
+        raise AttributeError(f"module 'dsh_loop_brake' has no attribute {name!r}")
+    # __import__ with a fromlist returns the submodule itself (importlib, not yet imported at
+    # startup, would cost more than it does).
+    home = __import__(_HOMES.get(name, "dsh_loop_brake.loop_brake"), fromlist=(name,))
+    value = getattr(home, name)
+    globals()[name] = value  # once imported, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -76,9 +76,16 @@ _PLACEHOLDERS: Final = frozenset({"tool", "count", "limit"})
 
 
 class CircuitBreakerConfigError(LoopBrakeConfigError):
-    """A circuit-breaker config that cannot be applied: wrong type, out of range, or unknown key."""
+    """A circuit-breaker config that cannot be applied: wrong type, out of range, or unknown key.
+
+    ``key`` is the row key at fault (``None`` when the config as a whole is not a mapping).
+    """
 
     code = "CIRCUIT_BREAKER_CONFIG"
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @final
@@ -183,7 +190,7 @@ DEFAULTS: Final[Mapping[str, object]] = MappingProxyType(
 
 def _fail(key: str, rule: str, value: object, source: str) -> CircuitBreakerConfigError:
     return CircuitBreakerConfigError(
-        f"circuit breaker: {key} must be {rule}, got {short_repr(value)} (from {source})"
+        f"circuit breaker: {key} must be {rule}, got {short_repr(value)} (from {source})", key
     )
 
 
@@ -233,7 +240,8 @@ def _deny_message(value: object, source: str) -> str:
             raise CircuitBreakerConfigError(
                 f"circuit breaker: denyMessage may only use the placeholders {{tool}}, {{count}}"
                 f" and {{limit}} (no format specs), got {short_repr(shown)} in"
-                f" {short_repr(value)} (from {source})"
+                f" {short_repr(value)} (from {source})",
+                "denyMessage",
             )
     return value
 
@@ -265,7 +273,8 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
         if key not in _ROW_KEYS:
             raise CircuitBreakerConfigError(
                 f"circuit breaker: unknown key {short_repr(key)} (from {source}); the keys are"
-                f" {', '.join(_ROW_KEYS)} (check the spelling)"
+                f" {', '.join(_ROW_KEYS)} (check the spelling)",
+                key if isinstance(key, str) else None,
             )
     given = {**DEFAULTS, **{key: value for key, value in config.items() if value is not None}}
 
@@ -276,7 +285,8 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
         raise CircuitBreakerConfigError(
             f"circuit breaker: window must be at least duplicateLimit ({limit}), got {window}"
             f" (from {source}); a window shorter than the limit can never hold enough identical"
-            f" calls to trip"
+            f" calls to trip",
+            "window",
         )
     cap = _integer("maxCallsPerAgent", given["maxCallsPerAgent"], 0, None, source)
     return CircuitBreakerConfig(

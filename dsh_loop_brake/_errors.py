@@ -103,9 +103,15 @@ class LoopBrakeError(ToolCallDenied):
 
 
 class LoopBrakeConfigError(ValueError):
-    """A loop-brake configuration is unusable; the message says which key and what to do."""
+    """A loop-brake configuration is unusable; the message says which key and what to do.
+
+    ``path`` and ``line`` say where the bad value was written, when it came from a patch file
+    and the error was raised with that known (``str(error)`` then starts with ``path:line:``).
+    """
 
     code: str = "LOOP_BRAKE_CONFIG"
+    path: str | None = None
+    line: int | None = None
 
 
 class InvalidMaxRepeatsError(LoopBrakeConfigError):
