@@ -50,20 +50,37 @@ __all__ = [
     "wrap_execute",
 ]
 
-# Where each name is defined for the public; every other name of __all__ is the core's
-# (dsh_loop_brake.loop_brake), so the root and the core hand out the very same objects.
+# Where each name is defined. The core's names are the very objects dsh_loop_brake.loop_brake
+# re-exports, taken from the private module that defines them, so `from dsh_loop_brake import
+# LoopBrake` does not also import the wrappers (a test holds the two faces to the same objects).
 _HOMES = {
+    "DEFAULT_MAX_REPEATS": "dsh_loop_brake._config",
+    "ENV_VAR": "dsh_loop_brake._config",
+    "PLUGIN_NAME": "dsh_loop_brake._errors",
     "Brakes": "dsh_loop_brake._brakes",
     "CircuitBreakerError": "dsh_loop_brake._breaker",
+    "InvalidMaxRepeatsError": "dsh_loop_brake._errors",
+    "LoopBrake": "dsh_loop_brake._brake",
+    "LoopBrakeConfigError": "dsh_loop_brake._errors",
+    "LoopBrakeError": "dsh_loop_brake._errors",
+    "ToolCallDenied": "dsh_loop_brake._errors",
+    "call_hash": "dsh_loop_brake._canonical",
+    "canonical_json": "dsh_loop_brake._canonical",
+    "decorate_tool": "dsh_loop_brake._wrapping",
+    "hash_prefix": "dsh_loop_brake._canonical",
+    "normalize_max_repeats": "dsh_loop_brake._config",
+    "resolve_max_repeats": "dsh_loop_brake._config",
+    "session_key": "dsh_loop_brake._execution",
+    "wrap_execute": "dsh_loop_brake._wrapping",
 }
 
 
 def __getattr__(name: str) -> object:
-    if name not in __all__:
+    if name not in _HOMES:
         raise AttributeError(f"module 'dsh_loop_brake' has no attribute {name!r}")
     # __import__ with a fromlist returns the submodule itself (importlib, not yet imported at
     # startup, would cost more than it does).
-    home = __import__(_HOMES.get(name, "dsh_loop_brake.loop_brake"), fromlist=(name,))
+    home = __import__(_HOMES[name], fromlist=(name,))
     value = getattr(home, name)
     globals()[name] = value  # once imported, a plain module attribute
     return value

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import dsh_loop_brake
-from dsh_loop_brake import _brakes, _breaker, loop_brake
+from dsh_loop_brake import _brakes, circuit_breaker, loop_brake
 from tests.conftest import REPO_ROOT
 
 
@@ -31,8 +31,9 @@ def imported_by(statement: str) -> set[str]:
 HEAVY = {"pluggy", "ruamel", "dataclasses", "inspect", "asyncio", "importlib.metadata"}
 
 
-def test_every_exported_name_is_the_same_object_as_at_its_home() -> None:
-    homes = {"Brakes": _brakes, "CircuitBreakerError": _breaker}
+def test_every_exported_name_is_the_same_object_as_at_its_public_home() -> None:
+    homes = {"Brakes": _brakes, "CircuitBreakerError": circuit_breaker}
+    assert set(dsh_loop_brake.__all__) == {*loop_brake.__all__, *homes}
     for name in dsh_loop_brake.__all__:
         assert getattr(dsh_loop_brake, name) is getattr(homes.get(name, loop_brake), name), name
 
@@ -52,9 +53,10 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
     }
 
 
-def test_a_name_imports_only_its_own_module() -> None:
-    modules = imported_by("from dsh_loop_brake import Brakes, CircuitBreakerError, ToolCallDenied")
-    assert "dsh_loop_brake.loop_brake" in modules  # ToolCallDenied's public home
+def test_a_name_imports_only_what_it_needs() -> None:
+    modules = imported_by("from dsh_loop_brake import Brakes, CircuitBreakerError, LoopBrake")
+    assert "dsh_loop_brake._brake" in modules
+    assert not {"dsh_loop_brake.loop_brake", "dsh_loop_brake._wrapping"} & modules
     assert not {"dsh_loop_brake.harness", "dsh_loop_brake.circuit_breaker"} & modules
     assert not {m.split(".")[0] for m in modules} & {"pluggy", "ruamel"}
 
