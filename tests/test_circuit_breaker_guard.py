@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, apply
 from dsh_loop_brake.harness import Agent, ToolExecution
@@ -306,6 +309,18 @@ def test_a_hostile_tool_name_cannot_break_the_message_line(name: str, shown: str
     assert message == f"stop {shown}"
     assert message.splitlines() == [message]  # no character any line splitter breaks on
     message.encode("utf-8")  # and nothing that cannot be written out
+
+
+@given(st.text(max_size=40))
+def test_any_tool_name_is_shown_as_it_is_but_for_what_could_break_a_line(name: str) -> None:
+    host = Host({"duplicateLimit": 1, "exempt": [], "denyMessage": "stop {tool}."})
+    message = host.call(name, {})
+    # Control characters, line and paragraph separators, lone surrogates: \u00xx; all else as is.
+    unsafe = {"Cc", "Zl", "Zp", "Cs"}
+    shown = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in unsafe else c for c in name)
+    assert message == f"stop {shown}."
+    assert message.splitlines() == [message]
+    message.encode("utf-8")
 
 
 def test_execution_given_as_a_mapping() -> None:
