@@ -132,9 +132,12 @@ class _Count(int):
 
 # --- names and agents -------------------------------------------------------------------------
 
-# Control characters (C0, DEL, C1), the two Unicode line separators and lone surrogates: the
-# characters that could break a line of a log or transcript, or make the message unencodable.
-_UNSAFE_IN_NAME: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+@functools.cache
+def _unsafe_in_name() -> re.Pattern[str]:
+    # Control characters (C0, DEL, C1), the two Unicode line separators and lone surrogates: the
+    # characters that could break a line of a log or transcript, or make the message unencodable.
+    # Compiled on first need, not at import: a hook imports this module for every tool call.
+    return re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -144,9 +147,9 @@ def _escape(match: re.Match[str]) -> str:
 def plain_name(name: str) -> str:
     """``name`` as it is, but for the characters that could break a line, written as ``\\uXXXX``
     (lowercase hex): ``{tool}`` in the deny message."""
-    if _UNSAFE_IN_NAME.search(name) is None:
+    if name.isprintable():  # none of those characters is printable: the usual name, as it is
         return name
-    return _UNSAFE_IN_NAME.sub(_escape, name)
+    return _unsafe_in_name().sub(_escape, name)
 
 
 def _field(obj: object, name: str) -> Any:
