@@ -1,0 +1,31 @@
+"""The ``dsh-loop-brake`` entry point (the console script and ``python -m dsh_loop_brake``).
+
+``dsh-loop-brake hook HOST`` is run by a coding-agent command line before every tool call the
+agent makes: a new process each time, so its start-up is on the agent's critical path. It is
+sent to :mod:`dsh_loop_brake.hooks._run` before the command line (argparse, the harness,
+pluggy, ruamel.yaml) is imported; everything else, ``hook install`` and ``hook --help``
+included, goes to :func:`dsh_loop_brake.cli.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# ``hook`` followed by one of these is the command line's business, not a host's call.
+_NOT_A_HOST = frozenset({"install", "uninstall", "reset", "-h", "--help"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``dsh-loop-brake`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"] and (len(args) < 2 or args[1] not in _NOT_A_HOST):
+        from dsh_loop_brake.hooks._run import main as run_hook
+
+        return run_hook(args[1:])
+    from dsh_loop_brake.cli import main as run_command_line
+
+    return run_command_line(args)
