@@ -1,0 +1,207 @@
+"""The profile's ``loop-brake`` and ``circuit-breaker`` rows for the hook, composed once and cached.
+
+Composing a profile takes the harness (ruamel.yaml, the ``dsh`` entry points): far more time
+than the hook may spend on a call. So the composed rows are kept in
+``$DSH_HOME/state/hook-profile-<profile>.json`` together with the identity (path, size,
+``mtime_ns``, inode) of every file the composition depended on: the profile's ``profile.yml``
+and ``cordis.patch.yml``, ``$DSH_HOME/cordis.patch.yml`` (an absent file is recorded as absent,
+so creating it counts as a change), each bundle's patch file and each bundle's manifest. A call
+whose files all still match reads the cache; any difference, or a cache that cannot be read,
+composes the profile again (:mod:`dsh_loop_brake.hooks._compose`) and rewrites the cache.
+
+What depends on the environment (``DSH_LOOP_BRAKE_MAX_REPEATS``, ``DSH_LOOP_BRAKE_STORE``) is not
+cached: it is resolved on every call, as the harness resolves it at apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from dsh_loop_brake.hooks._paths import cache_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+__all__ = [
+    "CACHE_FORMAT",
+    "ProfileRows",
+    "RowSettings",
+    "file_identity",
+    "load_profile",
+    "write_cache",
+]
+
+#: Bumped whenever the cache's layout changes, so an old cache is composed again, not misread.
+CACHE_FORMAT = 1
+
+
+class RowSettings:
+    """One composed row as the hook applies it.
+
+    ``config`` is the row's config without ``store`` and ``sessionTtl`` (for the circuit
+    breaker: resolved, every key spelled out); ``origin`` is the ``path:line`` that set it.
+    """
+
+    __slots__ = ("config", "disabled", "origin", "session_ttl", "store")
+
+    def __init__(
+        self,
+        config: dict[str, Any] | None,
+        disabled: bool = False,
+        store: str | None = None,
+        session_ttl: int | None = None,
+        origin: str | None = None,
+    ) -> None:
+        self.config = config
+        self.disabled = disabled
+        self.store = store
+        self.session_ttl = session_ttl
+        self.origin = origin
+
+    def as_json(self) -> dict[str, object]:
+        """The row as the cache file keeps it."""
+        return {
+            "config": self.config,
+            "disabled": self.disabled,
+            "store": self.store,
+            "sessionTtl": self.session_ttl,
+            "origin": self.origin,
+        }
+
+
+class ProfileRows:
+    """The profile's ``loop-brake`` and ``circuit-breaker`` rows (``None``: it has no such row)."""
+
+    __slots__ = ("circuit_breaker", "loop_brake")
+
+    def __init__(self, loop_brake: RowSettings | None, circuit_breaker: RowSettings | None) -> None:
+        self.loop_brake = loop_brake
+        self.circuit_breaker = circuit_breaker
+
+
+def load_profile(profile: str, home: str) -> ProfileRows:
+    """The composed rows of ``profile`` under ``home``: from the cache when it is current.
+
+    Raises :class:`~dsh_loop_brake.hooks._errors.HookError` when the profile cannot be composed.
+    """
+    path = cache_file(home, profile)
+    cached = _read_cache(path)
+    if cached is not None:
+        return cached
+    from dsh_loop_brake.hooks._compose import compose_for_hook
+
+    files, rows = compose_for_hook(profile, home)
+    write_cache(path, files, rows)
+    return rows
+
+
+def file_identity(path: str) -> list[object]:
+    """``[path, size, mtime_ns, inode]``, or ``[path, None]`` when there is no file there."""
+    try:
+        status = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return [path, None]
+    return [path, status.st_size, status.st_mtime_ns, status.st_ino]
+
+
+def _read_cache(path: str) -> ProfileRows | None:
+    try:
+        with open(path, "rb") as stream:
+            payload = json.loads(stream.read())
+    except (OSError, ValueError):  # absent, unreadable or damaged: compose again
+        return None
+    if not isinstance(payload, dict) or payload.get("format") != CACHE_FORMAT:
+        return None
+    files = payload.get("files")
+    if not isinstance(files, list) or not _all_current(files):
+        return None
+    try:
+        return ProfileRows(
+            _row(payload.get("loopBrake"), _LOOP_BRAKE_KEYS),
+            _row(payload.get("circuitBreaker"), _CIRCUIT_BREAKER_KEYS),
+        )
+    except ValueError:  # not the shape this version writes: compose again
+        return None
+
+
+# What the hook reads from each row's config, and the type it must have.
+_LOOP_BRAKE_KEYS: dict[str, type | tuple[type, ...]] = {}
+_CIRCUIT_BREAKER_KEYS: dict[str, type | tuple[type, ...]] = {
+    "enabled": bool,
+    "duplicateLimit": int,
+    "window": int,
+    "maxCallsPerAgent": int,
+    "exempt": list,
+    "only": list,
+    "ignoreArgs": list,
+    "denyMessage": str,
+}
+
+
+def _row(value: object, keys: dict[str, type | tuple[type, ...]]) -> RowSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("a row is an object")
+    config = value.get("config")
+    disabled = value.get("disabled")
+    store = value.get("store")
+    ttl = value.get("sessionTtl")
+    origin = value.get("origin")
+    if (
+        not (config is None or isinstance(config, dict))
+        or not isinstance(disabled, bool)
+        or not (store is None or isinstance(store, str))
+        or not (ttl is None or (isinstance(ttl, int) and not isinstance(ttl, bool)))
+        or not (origin is None or isinstance(origin, str))
+    ):
+        raise ValueError("a row's fields")
+    if (keys and not disabled) and (
+        config is None or not all(isinstance(config.get(k), t) for k, t in keys.items())
+    ):
+        raise ValueError("a row's config")
+    return RowSettings(config, disabled, store, ttl, origin)
+
+
+def _all_current(files: Iterable[object]) -> bool:
+    for entry in files:
+        if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+            return False
+        try:
+            if file_identity(entry[0]) != entry:
+                return False
+        except OSError:  # e.g. a directory we may not read: let the composition say so
+            return False
+    return True
+
+
+def write_cache(path: str, files: list[list[object]], rows: ProfileRows) -> None:
+    """Replace the cache file atomically (owner-only); a cache that cannot be written is skipped.
+
+    The hook then composes on every call: slower, never wrong.
+    """
+    import contextlib
+    import tempfile
+
+    payload = {
+        "format": CACHE_FORMAT,
+        "files": files,
+        "loopBrake": None if rows.loop_brake is None else rows.loop_brake.as_json(),
+        "circuitBreaker": None if rows.circuit_breaker is None else rows.circuit_breaker.as_json(),
+    }
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".hook-profile-", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, ensure_ascii=False)
+        os.replace(temp, path)
+    except (OSError, TypeError, ValueError):
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
