@@ -28,6 +28,7 @@ from dsh_loop_brake.harness.profiles import (
     uninstall,
 )
 from dsh_loop_brake.harness.types import Row
+from dsh_loop_brake.hooks import command as hook_command
 from dsh_loop_brake.loop_brake import (
     ENV_VAR,
     PLUGIN_NAME,
@@ -292,6 +293,12 @@ COMMANDS: list[Command] = [
         "replay recorded agent transcripts through the brake and report what it would deny",
         replay_command.add_arguments,
         replay_command.run,
+    ),
+    Command(
+        "hook",
+        "the hook Claude Code, Codex CLI and gemini-cli run before each tool call; install it",
+        hook_command.add_arguments,
+        hook_command.run,
     ),
     # More subcommands are added here: one Command(name, help, configure, run).
 ]
