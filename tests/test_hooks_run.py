@@ -285,3 +285,10 @@ def test_the_console_script_runs_the_hook(tmp_path: Path) -> None:
             check=False,
         )
         assert (denial_of("claude-code", done) is not None) is expected
+
+
+def test_a_skipped_patch_leaves_stderr_empty(tmp_path: Path) -> None:
+    # gemini-cli shows text on stderr as a message even with exit 0: the hook keeps quiet.
+    write_patch(tmp_path, "- id: no-such-row\n  disabled: true\n")
+    done = run_hook("gemini", fixture("gemini-shell.json"), home=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")

@@ -26,9 +26,14 @@ _STORE_KEYS = ("store", "sessionTtl")
 
 def compose_for_hook(profile: str, home: str) -> tuple[list[list[object]], ProfileRows]:
     """The identities of the files ``profile`` is composed from, and the rows the hook applies."""
+    import logging
+
     from dsh_loop_brake.harness.errors import HarnessError
     from dsh_loop_brake.loop_brake import LoopBrakeConfigError
 
+    # A skipped patch is logged as a warning; a hook that may run the call says nothing at all
+    # (gemini-cli turns text on stderr into a message), and `dsh-loop-brake config` shows it.
+    logging.getLogger("dsh_loop_brake").addHandler(logging.NullHandler())
     try:
         return _compose(profile, home)
     except (HarnessError, LoopBrakeConfigError) as exc:

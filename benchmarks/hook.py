@@ -1,0 +1,146 @@
+"""One allowed hook call, as a whole process, side by side with a bare interpreter start.
+
+    python benchmarks/hook.py [--runs N] [--quick]
+
+A coding-agent host starts ``dsh-loop-brake hook HOST`` for every tool call, so the hook's cost
+is the whole process: interpreter start-up, imports, reading the event, the profile (from its
+cache), one SQLite transaction, exit. Target: the median wall time of one allowed
+``hook claude-code`` call <= 2.5x that of ``python -c pass`` with the same interpreter.
+
+Runs are interleaved (pass, hook, pass, hook, ...) so a shared machine's slow and fast spells
+fall on every kind alike, and the figures are medians. Printed side by side:
+
+* ``python -c pass``: the floor no Python program can go below;
+* ``python -c "import json, hashlib, sqlite3"``: the standard library the hook cannot do without
+  (reading the event, the call's SHA-256, the state file), so the rest is this package's;
+* the hook as ``hook install`` writes it (the console script by absolute path; ``python -m
+  dsh_loop_brake`` where there is none), and as ``python -m dsh_loop_brake``;
+* the first call after the profile changed (the cache is stale and the profile is composed with
+  the harness: paid once per change, not per call).
+
+Each hook call sends a different Bash command, so every one is allowed and counted. It ends with
+the modules the hook imports that cost the most (``python -X importtime``, cumulative).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TARGET = 2.5
+
+
+def _event(number: int) -> bytes:
+    event = json.loads((REPO_ROOT / "tests/fixtures/hooks/claude-code-bash.json").read_text())
+    event["tool_input"]["command"] = f"npm test -- --shard {number}"
+    return json.dumps(event).encode()
+
+
+def _hook_command(home: Path) -> list[str]:
+    script = Path(sys.executable).parent / "dsh-loop-brake"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), "hook", "claude-code", "--home", str(home)]
+    return _module_command(home)
+
+
+def _module_command(home: Path) -> list[str]:
+    return [sys.executable, "-m", "dsh_loop_brake", "hook", "claude-code", "--home", str(home)]
+
+
+def _time(command: list[str], stdin: bytes, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, input=stdin, capture_output=True, env=env, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or (command[-2:] != ["-c", "pass"] and b"deny" in done.stdout):
+        raise SystemExit(f"unexpected result of {command}: {done.returncode} {done.stderr!r}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="runs of each kind (default 40)")
+    parser.add_argument("--quick", action="store_true", help="8 runs: a smoke test")
+    args = parser.parse_args(argv)
+    runs = 8 if args.quick else args.runs
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    for name in ("DSH_HOME", "DSH_LOOP_BRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_STORE"):
+        env.pop(name, None)
+    with tempfile.TemporaryDirectory(prefix="dsh-hook-bench-") as directory:
+        home = Path(directory)
+        hook = _hook_command(home)
+        kinds: dict[str, tuple[list[str], bool]] = {
+            "python -c pass": ([sys.executable, "-c", "pass"], False),
+            "python -c 'import json, hashlib, sqlite3'": (
+                [sys.executable, "-c", "import json, hashlib, sqlite3"],
+                False,
+            ),
+            f"hook claude-code ({'script' if hook[0].endswith('brake') else '-m'})": (hook, True),
+            "python -m dsh_loop_brake hook claude-code": (_module_command(home), True),
+        }
+        _time(hook, _event(-1), env)  # composes the profile and creates the state file
+        times: dict[str, list[float]] = {name: [] for name in kinds}
+        stale: list[float] = []
+        number = 0
+        for run in range(runs):
+            for name, (command, is_hook) in kinds.items():
+                number += 1
+                times[name].append(_time(command, _event(number) if is_hook else b"", env))
+            if run % 4 == 0:  # a changed profile: the next call composes it again
+                patch = home / "cordis.patch.yml"
+                patch.write_text(f"# touched {run}\n")
+                number += 1
+                stale.append(_time(hook, _event(number), env))
+        floor = statistics.median(times["python -c pass"])
+        print(f"{sys.executable} ({sys.version.split()[0]}), {runs} interleaved runs of each:")
+        print(f"  {'':44s} {'median':>9s} {'vs pass':>8s}")
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(f"  {name:44s} {median * 1000:7.2f} ms {median / floor:7.2f}x")
+        print(
+            f"  {'first call after the profile changed':44s} "
+            f"{statistics.median(stale) * 1000:7.2f} ms {statistics.median(stale) / floor:7.2f}x"
+            f"  ({len(stale)} runs)"
+        )
+        hook_name = next(name for name in times if name.startswith("hook claude-code"))
+        ratio = statistics.median(times[hook_name]) / floor
+        verdict = "within" if ratio <= TARGET else "OVER"
+        print(f"hook vs python -c pass: {ratio:.2f}x ({verdict} the {TARGET}x target)")
+        stdlib = statistics.median(times["python -c 'import json, hashlib, sqlite3'"])
+        ours = statistics.median(times[hook_name]) - stdlib
+        print(f"this package's share (hook minus the stdlib it needs): {ours * 1000:.2f} ms")
+        _import_profile(hook, env)
+
+
+def _import_profile(hook: list[str], env: dict[str, str]) -> None:
+    """The imports of one hook call that cost the most, two levels deep, by cumulative time."""
+    if hook[0] == sys.executable:
+        command = [sys.executable, "-X", "importtime", *hook[1:]]
+    else:
+        command = [sys.executable, "-X", "importtime", *hook]
+    done = subprocess.run(command, input=_event(10**6), capture_output=True, env=env, check=False)
+    rows = []
+    for line in done.stderr.decode().splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        _, cumulative, name = line.split("|")
+        depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
+        if depth <= 1 and cumulative.strip().isdigit():
+            rows.append((int(cumulative), "  " * depth + name.strip()))
+    rows.sort(reverse=True)
+    print("the imports of one hook call that cost the most (python -X importtime, cumulative):")
+    for cumulative, name in rows[:12]:
+        print(f"  {cumulative / 1000:7.2f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()
