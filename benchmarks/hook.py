@@ -1,6 +1,6 @@
 """One allowed hook call, as a whole process, side by side with a bare interpreter start.
 
-    python benchmarks/hook.py [--runs N] [--quick]
+    python benchmarks/hook.py [--runs N] [--quick] [--instructions]
 
 A coding-agent host starts ``dsh-loop-brake hook HOST`` for every tool call, so the hook's cost
 is the whole process: interpreter start-up, imports, reading the event, the profile (from its
@@ -20,6 +20,8 @@ fall on every kind alike, and the figures are medians. Printed side by side:
 
 Each hook call sends a different Bash command, so every one is allowed and counted. It ends with
 the modules the hook imports that cost the most (``python -X importtime``, cumulative).
+``--instructions`` adds the instructions each kind of process executes (valgrind's cachegrind):
+a count a busy machine does not change, for comparing changes where wall time is too noisy.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TARGET = 2.5
+_CACHEGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
 def _event(number: int) -> bytes:
@@ -68,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40, help="runs of each kind (default 40)")
     parser.add_argument("--quick", action="store_true", help="8 runs: a smoke test")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (needs valgrind)"
+    )
     args = parser.parse_args(argv)
     runs = 8 if args.quick else args.runs
 
@@ -75,6 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     for name in ("DSH_HOME", "DSH_LOOP_BRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_STORE"):
         env.pop(name, None)
+    # An installed package has its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
+    # on some CI machines) would otherwise compile every module in every hook process.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "dsh_loop_brake")], check=True
+    )
     with tempfile.TemporaryDirectory(prefix="dsh-hook-bench-") as directory:
         home = Path(directory)
         hook = _hook_command(home)
@@ -101,7 +112,10 @@ def main(argv: list[str] | None = None) -> None:
                 number += 1
                 stale.append(_time(hook, _event(number), env))
         floor = statistics.median(times["python -c pass"])
-        print(f"{sys.executable} ({sys.version.split()[0]}), {runs} interleaved runs of each:")
+        print(
+            f"{sys.executable} ({sys.version.split()[0]}), {runs} interleaved runs of each "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):"
+        )
         print(f"  {'':44s} {'median':>9s} {'vs pass':>8s}")
         for name, values in times.items():
             median = statistics.median(values)
@@ -119,6 +133,30 @@ def main(argv: list[str] | None = None) -> None:
         ours = statistics.median(times[hook_name]) - stdlib
         print(f"this package's share (hook minus the stdlib it needs): {ours * 1000:.2f} ms")
         _import_profile(hook, env)
+        if args.instructions:
+            _instructions(kinds, env)
+
+
+def _instructions(kinds: dict[str, tuple[list[str], bool]], env: dict[str, str]) -> None:
+    """Instructions executed by one process of each kind (user space, cachegrind's I refs)."""
+    counts = {}
+    for number, (name, (command, is_hook)) in enumerate(kinds.items()):
+        done = subprocess.run(
+            [*_CACHEGRIND, *command],
+            input=_event(-2 - number) if is_hook else b"",
+            capture_output=True,
+            env=env,
+            check=False,
+        )
+        refs = [line for line in done.stderr.decode().splitlines() if "I   refs" in line]
+        if not refs:
+            print("instructions: valgrind is not available here")
+            return
+        counts[name] = int(refs[-1].split()[-1].replace(",", ""))
+    floor = counts["python -c pass"]
+    print("instructions executed by one process (valgrind --tool=cachegrind):")
+    for name, count in counts.items():
+        print(f"  {name:44s} {count / 1e6:8.1f} M {count / floor:7.2f}x")
 
 
 def _import_profile(hook: list[str], env: dict[str, str]) -> None:

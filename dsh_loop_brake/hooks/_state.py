@@ -228,6 +228,9 @@ def open_state(path: str, session_ttl: int) -> State:
         raise _state_error(path, exc) from None
     try:
         connection.execute("PRAGMA synchronous=NORMAL")
+        no_checkpoint = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", None)
+        if no_checkpoint is not None:  # Python >= 3.12; before, the hook's os._exit does it
+            connection.setconfig(no_checkpoint, True)  # type: ignore[attr-defined,unused-ignore]
         if connection.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
             # A new file (or one the real store made): WAL, so readers never wait for writers.
             connection.execute("PRAGMA journal_mode=WAL")
