@@ -21,6 +21,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import NoReturn
 
 # ``hook`` followed by one of these is the command line's business, not a host's call.
 _NOT_A_HOST = frozenset({"install", "uninstall", "reset", "-h", "--help"})
@@ -33,15 +34,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"] and (len(args) < 2 or args[1] not in _NOT_A_HOST):
-        from dsh_loop_brake.hooks._run import main as run_hook
-
+        try:
+            from dsh_loop_brake.hooks._run import main as run_hook
+        except Exception as exc:  # a broken installation: fail open, one line, no traceback
+            problem = " ".join(str(exc).split())
+            sys.stderr.write(
+                f"dsh-loop-brake hook: cannot start ({type(exc).__name__}: {problem}); "
+                "the call was not judged (fail open)\n"
+            )
+            _end_process(1)
         _end_process(run_hook(args[1:]))
     from dsh_loop_brake.cli import main as run_command_line
 
     return run_command_line(args)
 
 
-def _end_process(code: int) -> None:
+def _end_process(code: int) -> NoReturn:
     """Flush what the hook wrote and end the process now, with ``code``."""
     try:
         sys.stdout.flush()

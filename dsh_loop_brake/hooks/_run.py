@@ -80,6 +80,8 @@ def main(argv: Sequence[str]) -> int:
         return _failed(str(exc))
     except Exception as exc:  # our own bug: fail open all the same, and say only its type
         return _failed(f"internal error ({type(exc).__name__})")
+    except KeyboardInterrupt:
+        return _failed("interrupted")
     return EXIT_ALLOWED_OR_DENIED
 
 
