@@ -227,7 +227,7 @@ def test_the_circuit_breaker_sees_the_bash_loop_with_a_new_description(tmp_path:
         event["tool_input"]["description"] = f"Run the test suite, attempt {attempt + 1}"
         verdicts.append(denial_of("claude-code", run_hook("claude-code", event, home=tmp_path)))
     assert verdicts[:2] == [None, None]
-    assert verdicts[2] is not None and verdicts[2].startswith("circuit breaker: the call to tool")
+    assert verdicts[2] is not None and verdicts[2].startswith("circuit breaker: this call to Bash")
     assert "(count 3, limit 3)" in verdicts[2]
     assert verdicts[3] is not None and "(count 3, limit 3)" in verdicts[3]  # denials not recorded
 
@@ -243,7 +243,7 @@ def test_the_circuit_breakers_call_cap(tmp_path: Path) -> None:
         event = fixture("gemini-shell.json")
         event["tool_input"]["command"] = f"ls {number}"
         verdicts.append(denial_of("gemini", run_hook("gemini", event, home=tmp_path)))
-    assert verdicts == [None, None, 'stop "run_shell_command" at 2/2']
+    assert verdicts == [None, None, "stop run_shell_command at 2/2"]
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def has_circuit_breaker(profile: str, home: Path) -> str | None:
 
 def add_circuit_breaker(profile: str, home: Path) -> BreakerPatch:
     """Insert the ``circuit-breaker`` row into the profile's patch file, unless it has one."""
-    from dsh_loop_brake.circuit_breaker import DEFAULTS
+    from dsh_loop_brake._breaker_config import DEFAULTS
 
     path = profile_dir(home, profile) / PATCH_FILE
     existing = has_circuit_breaker(profile, home)  # also checks every file of the profile

@@ -85,21 +85,34 @@ def _loop_brake(row: Any) -> RowSettings | None:
         try:
             resolve_max_repeats(config, environ={})  # the row's own values; the env comes later
         except LoopBrakeConfigError as exc:
-            raise HookError(f"{origin}: {exc}" if origin else str(exc)) from None
+            raise HookError(_located(exc, row, "maxRepeats")) from None
     return RowSettings(config, bool(row.disabled), store, ttl, origin)
 
 
 def _circuit_breaker(row: Any) -> RowSettings | None:
+    from dsh_loop_brake._breaker_config import CircuitBreakerConfigError, resolve_config
+
     if row is None:
         return None
     origin = _origin(row)
     config, store, ttl = store_keys(row.config, origin, "circuit breaker")
     if not row.disabled:
-        from dsh_loop_brake.circuit_breaker import resolve_config
-
-        source = origin or "the circuit-breaker patch row"
-        config = resolve_config(config, source=source).as_row_config()
+        try:
+            config = resolve_config(config, source=origin or "the circuit-breaker patch row")
+        except CircuitBreakerConfigError as exc:
+            raise HookError(_located(exc, row, getattr(exc, "key", None))) from None
+        config = config.as_row_config()
     return RowSettings(config, bool(row.disabled), store, ttl, origin)
+
+
+def _located(error: Exception, row: Any, key: str | None) -> str:
+    """The message with the ``path:line`` of the row's bad value in front, as ``config`` says it."""
+    message = " ".join(str(error).split())
+    sources = row.sources
+    origin = (sources.get(f"config.{key}") if key else None) or sources.get("config")
+    if origin is None or message.startswith(f"{origin.path}:"):
+        return message
+    return f"{origin}: {message}"
 
 
 def store_keys(config: Any, origin: str | None, what: str) -> tuple[Any, str | None, int | None]:

@@ -262,10 +262,10 @@ def _message(
             event.tool_name, verdict.count, verdict.limit, digest.hex(), event.session
         )
         return str(denial)
-    from dsh_loop_brake._short_repr import json_literal
+    from dsh_loop_brake._breaker import plain_name
 
     assert breaker is not None and breaker.config is not None
-    template: str = breaker.config["denyMessage"]
+    template: str = breaker.config["denyMessage"]  # checked by resolve_config when composed
     return template.format(
-        tool=json_literal(event.tool_name), count=verdict.count, limit=verdict.limit
+        tool=plain_name(event.tool_name), count=verdict.count, limit=verdict.limit
     )
