@@ -292,3 +292,15 @@ def test_a_skipped_patch_leaves_stderr_empty(tmp_path: Path) -> None:
     write_patch(tmp_path, "- id: no-such-row\n  disabled: true\n")
     done = run_hook("gemini", fixture("gemini-shell.json"), home=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_help_after_the_host_is_for_a_person(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_loop_brake", "hook", "codex", "--help"],
+        capture_output=True,
+        env=hook_env({"DSH_HOME": str(tmp_path)}),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.startswith(b"usage: dsh-loop-brake hook ")
+    assert not (tmp_path / "state").exists()  # nothing was read or counted

@@ -58,8 +58,20 @@ DEFAULT_SESSION_TTL = 86400
 PROG = "dsh-loop-brake hook"
 
 
+USAGE = f"""usage: {PROG} {{{",".join(HOST_NAMES)}}} [--profile NAME] [--home DIR]
+
+Run by the host before each tool call, with its pre-tool-use event on standard input: prints the
+host's deny decision when the call is one too many, nothing when it may run (exit 0 both), and
+one line on standard error with exit 1 when it cannot judge the call (the host then runs it).
+Set it up with `dsh-loop-brake hook install HOST`; see `dsh-loop-brake hook --help`.
+"""
+
+
 def main(argv: Sequence[str]) -> int:
     """Run one hook call; ``argv`` is what follows ``hook`` on the command line."""
+    if "-h" in argv[1:] or "--help" in argv[1:]:  # a person asking, not a host calling
+        sys.stdout.write(USAGE)
+        return EXIT_ALLOWED_OR_DENIED
     try:
         host, profile, home = parse_arguments(argv)
         stdin = sys.stdin
@@ -78,6 +90,8 @@ def main(argv: Sequence[str]) -> int:
             sys.stdout.flush()
     except HookError as exc:
         return _failed(str(exc))
+    except ImportError as exc:  # a broken installation: which module is missing says what to fix
+        return _failed(f"cannot import {exc.name or 'a module'} ({type(exc).__name__}); reinstall")
     except Exception as exc:  # our own bug: fail open all the same, and say only its type
         return _failed(f"internal error ({type(exc).__name__})")
     except KeyboardInterrupt:
