@@ -457,3 +457,21 @@ def test_help_lists_the_hosts_and_the_actions() -> None:
     assert done.returncode == 0
     for word in ("claude-code", "codex", "gemini", "install", "uninstall", "reset"):
         assert word in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("host", "settings", "why"),
+    [
+        ("claude-code", {"disableAllHooks": True}, "disableAllHooks"),
+        ("gemini", {"hooksConfig": {"enabled": False}}, '"enabled": false'),
+        ("gemini", {"hooksConfig": {"disabled": ["dsh-loop-brake"]}}, "hooksConfig.disabled"),
+    ],
+)
+def test_install_warns_when_the_host_would_not_run_it(
+    installer: Installer, host: str, settings: dict[str, Any], why: str
+) -> None:
+    path = installer.settings(host, "user")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(settings), encoding="utf-8")
+    done = installer.run("install", host)
+    assert done.returncode == 0 and why in done.stderr and "will not run" in done.stderr

@@ -355,6 +355,25 @@ def uninstall_hook(path: Path, host: Host) -> SettingsChange:
     return SettingsChange(path, changed=True, count=removed)
 
 
+def hooks_switched_off(path: Path, host: Host) -> str | None:
+    """Why the host would not run the hook even though ``path`` now has it, or ``None``."""
+    try:
+        data = load_settings(path).data
+    except SettingsError:
+        return None
+    if host.name == "claude-code" and data.get("disableAllHooks") is True:
+        return f'{path} has "disableAllHooks": true, so Claude Code runs no hook'
+    if host.name == "gemini":
+        config = data.get("hooksConfig")
+        if isinstance(config, dict):
+            if config.get("enabled") is False:
+                return f'{path} has "hooksConfig": {{"enabled": false}}, so gemini-cli runs no hook'
+            disabled = config.get("disabled")
+            if isinstance(disabled, list) and GEMINI_HOOK_NAME in disabled:
+                return f'{path} lists "{GEMINI_HOOK_NAME}" in "hooksConfig.disabled"'
+    return None
+
+
 def installed_elsewhere(host: Host, scope: str, command: str, **where: Any) -> list[Path]:
     """Other scopes' settings files of ``host`` that run the hook with another command.
 

@@ -123,6 +123,7 @@ def _install(host: Host, args: argparse.Namespace) -> int:
     from dsh_loop_brake.hooks._paths import check_profile_name, home_directory
     from dsh_loop_brake.hooks._settings import (
         hook_command,
+        hooks_switched_off,
         install_hook,
         installed_elsewhere,
         load_settings,
@@ -158,6 +159,11 @@ def _install(host: Host, args: argparse.Namespace) -> int:
         notes_for_breaker = _breaker_note(host, profile, home, given_home)
         if notes_for_breaker:
             print(notes_for_breaker)
+    switched_off = hooks_switched_off(path, host)
+    if switched_off is not None:
+        print(
+            f"warning: {switched_off}: the hook will not run until that is changed", file=sys.stderr
+        )
     for other in installed_elsewhere(host, args.scope, command):
         print(
             f"warning: {other} also runs the {PROG} hook for {host.title} with another command; "
