@@ -17,6 +17,7 @@ Modules (this package imports nothing itself, so ``hooks._run`` stays cheap to s
     _state      PROVISIONAL: the SQLite state the hook counts in, until stores.SQLiteStore lands
     _settings   editing a host's JSON settings file (hook install / uninstall)
     _breaker_patch  adding the circuit-breaker row to a profile's patch file
+    _reset      ``hook reset``: forgetting one session's counts, or all
     command     ``hook`` as a subcommand of the command line (install, uninstall, help)
 
 Exceptions::

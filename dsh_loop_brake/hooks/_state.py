@@ -232,7 +232,7 @@ def open_state(path: str, session_ttl: int) -> State:
         if no_checkpoint is not None:  # Python >= 3.12; before, the hook's os._exit does it
             connection.setconfig(no_checkpoint, True)  # type: ignore[attr-defined,unused-ignore]
         if connection.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
-            # A new file (or one the real store made): WAL, so readers never wait for writers.
+            # A new file: WAL, so readers never wait for writers, and the tables.
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
     except sqlite3.Error as exc:
