@@ -1,0 +1,637 @@
+"""``SQLiteStore``: both brakes' state in one SQLite file, shared by the processes of one machine.
+
+One file (WAL journal, ``synchronous=NORMAL``) holds three tables: ``streaks`` (one row per
+session: its digest, count and expiry), ``agents`` (one row per agent: calls, incident marks, the
+bounds of its window, expiry) and ``agent_window`` (one row per digest in an agent's window).
+Sessions and agent ids are stored as UTF-8 bytes (``surrogatepass``, so any ``str`` is a key),
+digests as 32-byte blobs: no argument value is ever written.
+
+Atomicity. ``advance_streak`` is a single ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``
+statement. In autocommit mode one statement is one transaction, and a write statement takes the
+write lock when it starts -- what ``BEGIN IMMEDIATE`` does -- so it never has to upgrade a read
+lock. ``judge_call`` reads, then writes several rows, so it runs inside ``BEGIN IMMEDIATE``.
+Either way a writer that finds the file locked waits for the busy timeout (at most 2 s) and then
+fails with ``StoreError``.
+
+Expiry. Every row has ``expires`` (last touch + ``session_ttl``), and a row past it is treated as
+absent by every read. Expired rows are purged lazily: each new session (an insert) deletes at most
+two expired sessions, and each new agent at most two expired agents with their windows, so the
+file never grows faster than live state does. To find expired rows without an index that moves on
+every call, rows carry ``bucket`` (``expires`` in whole minutes), which is indexed and rewritten
+at most once a minute per session; the purge picks candidates by bucket and checks ``expires``.
+
+Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
+does not hold up the others beyond SQLite's own lock); a child process made by ``fork`` opens its
+own and never touches the connections it inherited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Final, final
+
+from dsh_loop_brake._store import (
+    DENIAL_MARKS,
+    DIGEST_SIZE,
+    BreakerDenial,
+    StoreConfigError,
+    StoreError,
+    check_breaker_call,
+    check_digest,
+    check_key,
+    check_session_ttl,
+)
+from dsh_loop_brake.stores._url import shown
+
+__all__ = ["MAX_BUSY_TIMEOUT", "SQLiteStore"]
+
+#: The longest a check waits for another process's write lock before failing (open: SPEC).
+MAX_BUSY_TIMEOUT: Final = 2.0
+
+# "dshb" in PRAGMA application_id marks a file as a dsh-loop-brake store; user_version is the
+# schema version.
+_APPLICATION_ID: Final = 0x64736862
+_SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS streaks (
+        session BLOB PRIMARY KEY,
+        digest BLOB NOT NULL,
+        count INTEGER NOT NULL,
+        touched REAL NOT NULL,
+        expires REAL NOT NULL,
+        bucket INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS streaks_by_bucket ON streaks (bucket)",
+    # A new session purges at most two expired ones, inside its own statement.
+    """CREATE TRIGGER IF NOT EXISTS streaks_purge AFTER INSERT ON streaks BEGIN
+        DELETE FROM streaks WHERE session IN (
+            SELECT session FROM streaks
+            WHERE bucket <= CAST(NEW.touched / 60 AS INTEGER) AND expires <= NEW.touched
+            LIMIT 2
+        );
+    END""",
+    # The bucket follows expires, but only when the minute changes: an indexed column written on
+    # every call would triple the pages each check writes.
+    """CREATE TRIGGER IF NOT EXISTS streaks_rebucket AFTER UPDATE OF expires ON streaks
+    WHEN CAST(NEW.expires / 60 AS INTEGER) <> NEW.bucket BEGIN
+        UPDATE streaks SET bucket = CAST(NEW.expires / 60 AS INTEGER)
+        WHERE session = NEW.session;
+    END""",
+    """CREATE TABLE IF NOT EXISTS agents (
+        agent BLOB PRIMARY KEY,
+        calls INTEGER NOT NULL,
+        marks INTEGER NOT NULL,
+        next INTEGER NOT NULL,
+        head INTEGER NOT NULL,
+        touched REAL NOT NULL,
+        expires REAL NOT NULL,
+        bucket INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS agents_by_bucket ON agents (bucket)",
+    """CREATE TRIGGER IF NOT EXISTS agents_rebucket AFTER UPDATE OF expires ON agents
+    WHEN CAST(NEW.expires / 60 AS INTEGER) <> NEW.bucket BEGIN
+        UPDATE agents SET bucket = CAST(NEW.expires / 60 AS INTEGER) WHERE agent = NEW.agent;
+    END""",
+    # An agent's window: its recorded digests by sequence number, head <= seq < next.
+    """CREATE TABLE IF NOT EXISTS agent_window (
+        agent BLOB NOT NULL,
+        seq INTEGER NOT NULL,
+        digest BLOB NOT NULL,
+        PRIMARY KEY (agent, seq)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS agent_window_by_digest ON agent_window (agent, digest)",
+)
+
+# ?1 session, ?2 digest, ?3 now, ?4 session_ttl. An expired row counts as no row.
+_ADVANCE: Final = """
+INSERT INTO streaks (session, digest, count, touched, expires, bucket)
+VALUES (?1, ?2, 1, ?3, ?3 + ?4, CAST((?3 + ?4) / 60 AS INTEGER))
+ON CONFLICT (session) DO UPDATE SET
+    count = CASE WHEN digest = excluded.digest AND expires > ?3 THEN count + 1 ELSE 1 END,
+    digest = excluded.digest,
+    touched = excluded.touched,
+    expires = excluded.expires
+RETURNING count"""
+_READ_STREAK: Final = "SELECT digest, count FROM streaks WHERE session = ?1 AND expires > ?2"
+_FORGET_STREAK: Final = "DELETE FROM streaks WHERE session = ?1"
+_FORGET_STREAKS: Final = "DELETE FROM streaks"
+_COUNT_STREAKS: Final = "SELECT count(*) FROM streaks WHERE expires > ?1"
+
+_READ_AGENT: Final = "SELECT calls, marks, next, head, expires FROM agents WHERE agent = ?1"
+_SAVE_AGENT: Final = """
+INSERT INTO agents (agent, calls, marks, next, head, touched, expires, bucket)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 + ?7, CAST((?6 + ?7) / 60 AS INTEGER))
+ON CONFLICT (agent) DO UPDATE SET
+    calls = excluded.calls,
+    marks = excluded.marks,
+    next = excluded.next,
+    head = excluded.head,
+    touched = excluded.touched,
+    expires = excluded.expires"""
+_AGENT_CALLS: Final = "SELECT calls FROM agents WHERE agent = ?1 AND expires > ?2"
+_COUNT_AGENTS: Final = "SELECT count(*) FROM agents WHERE expires > ?1 AND agent <> ?2"
+_EXPIRED_AGENTS: Final = (
+    "SELECT agent FROM agents WHERE bucket <= CAST(?1 / 60 AS INTEGER) AND expires <= ?1 LIMIT 2"
+)
+_FORGET_AGENT: Final = "DELETE FROM agents WHERE agent = ?1"
+_FORGET_AGENTS: Final = "DELETE FROM agents"
+_WINDOW_COUNT: Final = "SELECT count(*) FROM agent_window WHERE agent = ?1 AND digest = ?2"
+_WINDOW_ADD: Final = "INSERT INTO agent_window (agent, seq, digest) VALUES (?1, ?2, ?3)"
+_WINDOW_CUT: Final = "DELETE FROM agent_window WHERE agent = ?1 AND seq < ?2"
+_WINDOW_FORGET: Final = "DELETE FROM agent_window WHERE agent = ?1"
+_WINDOWS_FORGET: Final = "DELETE FROM agent_window"
+
+_NO_AGENT: Final = b""  # the key of the shared no-agent state; an agent id's key is never empty
+
+# SQLite's primary result codes for "another connection holds the lock".
+_BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _agent_key(agent: str | None) -> bytes:
+    return _NO_AGENT if agent is None else b"agent:" + agent.encode("utf-8", "surrogatepass")
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    text = str(error)
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+# --- fork safety ------------------------------------------------------------------------------
+# SQLite must not be used through a connection inherited across fork(): the child drops every
+# store's connections from its books (never closing them: closing could checkpoint or unlink the
+# parent's WAL) and opens its own on first use.
+_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        store._forget_inherited_connections()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --- the file ---------------------------------------------------------------------------------
+
+
+def _make_directories(directory: str, url: str) -> None:
+    """Create ``directory`` and any missing parents owner-only (0700); existing ones stay."""
+    missing: list[str] = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise StoreConfigError(
+                    f"store {shown(url)}: cannot create the directory {path} for the database:"
+                    " a file of that name is in the way; choose another path",
+                    url=url,
+                ) from None
+        except OSError as error:
+            raise StoreConfigError(
+                f"store {shown(url)}: cannot create the directory {path} for the database"
+                f" ({error.strerror or type(error).__name__}); choose a path you can write to",
+                url=url,
+            ) from error
+
+
+def _prepare_file(path: str, url: str) -> None:
+    """Make sure the database file exists, created owner-only (0600) when it did not."""
+    _make_directories(os.path.dirname(path), url)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as error:
+        reason = "it is a directory" if os.path.isdir(path) else error.strerror
+        raise StoreConfigError(
+            f"store {shown(url)}: cannot open the database file"
+            f" ({reason or type(error).__name__}); choose a file you can read and write",
+            url=url,
+        ) from error
+    os.close(fd)
+
+
+def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
+    """Check that the file is ours (or empty), switch it to WAL and create the schema."""
+    application_id, version, tables = _identity(db)
+    if application_id == _APPLICATION_ID and version == _SCHEMA_VERSION:
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            _use_wal(db, url, deadline)
+        db.execute("PRAGMA synchronous=NORMAL")
+        return
+    if application_id == _APPLICATION_ID and version > _SCHEMA_VERSION:
+        raise StoreConfigError(
+            f"store {shown(url)}: the file was written by a newer dsh-loop-brake (schema"
+            f" {version}, this one knows {_SCHEMA_VERSION}); upgrade, or use another file",
+            url=url,
+        )
+    if application_id not in (0, _APPLICATION_ID) or (application_id == 0 and tables):
+        raise StoreConfigError(
+            f"store {shown(url)}: the file is a SQLite database of another program, not a"
+            " dsh-loop-brake store; choose another path (the file was left as it was)",
+            url=url,
+        )
+    _use_wal(db, url, deadline)
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        application_id, version, tables = _identity(db)  # another process may have won
+        if application_id == 0 and not tables:
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _identity(db: sqlite3.Connection) -> tuple[int, int, int]:
+    application_id = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    return int(application_id), int(version), int(tables)
+
+
+def _use_wal(db: sqlite3.Connection, url: str, deadline: float) -> None:
+    # Switching to WAL needs the file to itself for a moment; processes opening a new store at
+    # once take turns (the busy handler is not consulted for this pragma).
+    while True:
+        try:
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+    if mode != "wal":
+        raise StoreConfigError(
+            f"store {shown(url)}: SQLite cannot use WAL mode for this file (journal mode"
+            f" {mode}); put it on a local file system",
+            url=url,
+        )
+
+
+@final
+class SQLiteStore:
+    """The brakes' state in one SQLite file, shared by every process of this machine that opens it.
+
+    ``path`` is used as given (``~`` expanded; relative to the current directory, fixed now);
+    ``open_store("sqlite:PATH")`` resolves a relative PATH under the dsh home instead. The file
+    is opened and checked now: a file that is not a dsh-loop-brake store, or a directory that
+    cannot be created, is a ``StoreConfigError``. ``busy_timeout`` (seconds, at most 2) is how
+    long a check waits for another process's lock; ``clock`` (seconds since the epoch) is for
+    tests that move time.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_busy_timeout",
+        "_clock",
+        "_connections",
+        "_generation",
+        "_inherited",
+        "_local",
+        "_lock",
+        "_path",
+        "_ttl",
+        "_url",
+    )
+
+    shared: Final = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        session_ttl: int = 86400,
+        busy_timeout: float = MAX_BUSY_TIMEOUT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        self._url = "sqlite:" + self._path
+        self._ttl = check_session_ttl(session_ttl, self._url)
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, (int, float))
+            or not 0 < busy_timeout <= MAX_BUSY_TIMEOUT
+        ):
+            raise StoreConfigError(
+                f"store {shown(self._url)}: busy_timeout must be a number of seconds above 0 and"
+                f" at most {MAX_BUSY_TIMEOUT:g}, got {busy_timeout!r}",
+                url=self._url,
+            )
+        self._busy_timeout = float(busy_timeout)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []  # every thread's, to close them all
+        self._inherited: list[sqlite3.Connection] = []  # from a parent process: never used
+        self._generation = object()  # replaced by close() and fork: older connections are stale
+        _stores.add(self)
+        self._db()  # open and check the file now, so a bad path fails here, not mid-run
+
+    # -- the protocol's attributes --
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def path(self) -> str:
+        """The database file's absolute path."""
+        return self._path
+
+    @property
+    def session_ttl(self) -> int:
+        return self._ttl
+
+    def __repr__(self) -> str:
+        return f"<SQLiteStore {self._url}>"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- the loop brake's streaks --
+
+    def advance_streak(self, session: str, digest: bytes) -> int:
+        if type(session) is not str or type(digest) is not bytes or len(digest) != DIGEST_SIZE:
+            check_key(session, "session")
+            check_digest(digest)
+        key = session.encode("utf-8", "surrogatepass")
+        db = self._db()
+        try:
+            row = db.execute(_ADVANCE, (key, digest, self._clock(), self._ttl)).fetchone()
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        count: int = row[0]
+        return count
+
+    def read_streak(self, session: str) -> tuple[bytes, int] | None:
+        check_key(session, "session")
+        key = session.encode("utf-8", "surrogatepass")
+        db = self._db()
+        try:
+            row = db.execute(_READ_STREAK, (key, self._clock())).fetchone()
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        return None if row is None else (bytes(row[0]), int(row[1]))
+
+    def forget_streaks(self, session: str | None = None) -> None:
+        check_key(session, "session", optional=True)
+        db = self._db()
+        try:
+            if session is None:
+                db.execute(_FORGET_STREAKS)
+            else:
+                db.execute(_FORGET_STREAK, (session.encode("utf-8", "surrogatepass"),))
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+
+    def count_streaks(self) -> int:
+        db = self._db()
+        try:
+            count: int = db.execute(_COUNT_STREAKS, (self._clock(),)).fetchone()[0]
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        return count
+
+    # -- the circuit breaker's windows --
+
+    def judge_call(
+        self,
+        agent: str | None,
+        digest: bytes | None,
+        *,
+        duplicate_limit: int,
+        window: int,
+        cap: int,
+    ) -> BreakerDenial | None:
+        check_breaker_call(agent, digest, duplicate_limit, window, cap)
+        key = _agent_key(agent)
+        db = self._db()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                denial = self._judge(db, key, digest, duplicate_limit, window, cap)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        return denial
+
+    def _judge(
+        self,
+        db: sqlite3.Connection,
+        key: bytes,
+        digest: bytes | None,
+        duplicate_limit: int,
+        window: int,
+        cap: int,
+    ) -> BreakerDenial | None:
+        """BreakerWindow.judge in SQL, inside the caller's write transaction."""
+        now = self._clock()
+        row = db.execute(_READ_AGENT, (key,)).fetchone()
+        new = row is None
+        calls = marks = next_seq = head = 0
+        if row is not None:
+            calls, marks, next_seq, head, expires = row
+            if expires <= now:  # forgotten: this call starts the agent afresh
+                db.execute(_WINDOW_FORGET, (key,))
+                calls = marks = next_seq = head = 0
+        if next_seq - head > window:  # a smaller window than the last call's
+            head = next_seq - window
+            db.execute(_WINDOW_CUT, (key, head))
+        denial: BreakerDenial | None = None
+        if 0 < cap <= calls:
+            denial = BreakerDenial("cap", calls, cap, not marks & DENIAL_MARKS["cap"])
+        elif digest is not None:
+            count = db.execute(_WINDOW_COUNT, (key, digest)).fetchone()[0] + 1
+            if count >= duplicate_limit:
+                first = not marks & DENIAL_MARKS["duplicate"]
+                denial = BreakerDenial("duplicate", count, duplicate_limit, first)
+        if denial is not None:
+            marks |= DENIAL_MARKS[denial.kind]
+        else:
+            calls += 1
+            if digest is not None:
+                db.execute(_WINDOW_ADD, (key, next_seq, digest))
+                next_seq += 1
+                if next_seq - head > window:
+                    head += 1
+                    db.execute(_WINDOW_CUT, (key, head))
+        db.execute(_SAVE_AGENT, (key, calls, marks, next_seq, head, now, self._ttl))
+        if new:
+            self._purge_agents(db, now)
+        return denial
+
+    @staticmethod
+    def _purge_agents(db: sqlite3.Connection, now: float) -> None:
+        # A new agent removes at most two expired ones, so the file grows only with live agents.
+        for (expired,) in db.execute(_EXPIRED_AGENTS, (now,)).fetchall():
+            db.execute(_WINDOW_FORGET, (expired,))
+            db.execute(_FORGET_AGENT, (expired,))
+
+    def breaker_calls(self, agent: str | None) -> int:
+        check_key(agent, "agent", optional=True)
+        db = self._db()
+        try:
+            row = db.execute(_AGENT_CALLS, (_agent_key(agent), self._clock())).fetchone()
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        return 0 if row is None else int(row[0])
+
+    def forget_breaker(self) -> None:
+        db = self._db()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(_WINDOWS_FORGET)
+                db.execute(_FORGET_AGENTS)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+
+    def count_agents(self) -> int:
+        db = self._db()
+        try:
+            count: int = db.execute(_COUNT_AGENTS, (self._clock(), _NO_AGENT)).fetchone()[0]
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+        return count
+
+    # -- the rest of the protocol --
+
+    def ping(self) -> None:
+        """Open the file if need be and read it once."""
+        db = self._db()
+        try:
+            db.execute("SELECT count(*) FROM streaks WHERE session = x''").fetchone()
+        except sqlite3.Error as error:
+            raise self._failure(db, error) from error
+
+    def close(self) -> None:
+        """Close every thread's connection; the next operation opens a new one."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+            self._generation = object()
+        for db in connections:
+            with contextlib.suppress(sqlite3.Error):  # what may already be broken must not raise
+                db.close()
+
+    # -- connections --
+
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection, opened (and the file checked) on first use."""
+        local = self._local
+        db: sqlite3.Connection | None = getattr(local, "db", None)
+        if db is not None and local.generation is self._generation:
+            return db
+        return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        url = self._url
+        deadline = time.monotonic() + self._busy_timeout
+        _prepare_file(self._path, url)
+        try:
+            db = sqlite3.connect(
+                self._path,
+                timeout=self._busy_timeout,
+                isolation_level=None,  # autocommit: transactions are ours to begin and end
+                check_same_thread=False,  # close() closes every thread's connection
+            )
+        except sqlite3.Error as error:
+            raise StoreConfigError(
+                f"store {shown(url)}: cannot open the database ({type(error).__name__}:"
+                f" {error}); choose a file you can read and write",
+                url=url,
+            ) from error
+        try:
+            _initialise(db, url, deadline)
+        except sqlite3.DatabaseError as error:
+            db.close()
+            if _is_busy(error):
+                raise StoreError(
+                    f"store {shown(url)}: the database is locked by another process; gave up"
+                    f" after {self._busy_timeout:g} s ({type(error).__name__}: {error})",
+                    url=url,
+                ) from error
+            raise StoreConfigError(
+                f"store {shown(url)}: the file is not a usable SQLite database"
+                f" ({type(error).__name__}: {error}); choose another path, or move the file"
+                " away so that a new store is created",
+                url=url,
+            ) from error
+        except BaseException:
+            db.close()
+            raise
+        with self._lock:
+            self._connections.append(db)
+            generation = self._generation
+        self._local.db = db
+        self._local.generation = generation
+        return db
+
+    def _failure(self, db: sqlite3.Connection, error: sqlite3.Error) -> StoreError:
+        """The StoreError for a failed operation; a broken connection is dropped, to reopen."""
+        with contextlib.suppress(sqlite3.Error):
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        url = shown(self._url)
+        if _is_busy(error):
+            return StoreError(
+                f"store {url}: the database is locked by another process; gave up after"
+                f" {self._busy_timeout:g} s ({type(error).__name__}: {error})",
+                url=self._url,
+            )
+        # Anything else (a corrupted or replaced file, a disk error, a closed connection): this
+        # connection is not trusted again; the next operation opens the file afresh.
+        self._drop(db)
+        return StoreError(
+            f"store {url}: the database could not be used ({type(error).__name__}: {error})",
+            url=self._url,
+        )
+
+    def _drop(self, db: sqlite3.Connection) -> None:
+        with self._lock:
+            if db in self._connections:
+                self._connections.remove(db)
+        if getattr(self._local, "db", None) is db:
+            self._local.db = None
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+
+    def _forget_inherited_connections(self) -> None:
+        """In a child after fork: set the parent's connections aside, unused and unclosed."""
+        self._inherited.extend(self._connections)
+        self._connections = []
+        self._lock = threading.Lock()  # a lock held by another thread at fork stays held
+        self._generation = object()

@@ -1,0 +1,108 @@
+"""Store URLs: which store a URL names, where a ``sqlite:`` path lives, and showing a URL safely.
+
+A password in a URL is never shown: ``redact_url`` replaces it (and the value of any query
+parameter whose name contains ``pass``) with ``***`` before a URL reaches a message or a repr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Final
+
+from dsh_loop_brake._store import StoreConfigError
+
+__all__ = [
+    "REDIS_SCHEMES",
+    "default_home",
+    "redact_url",
+    "scheme_of",
+    "shown",
+    "sqlite_path",
+]
+
+REDIS_SCHEMES: Final = ("redis", "rediss", "unix")
+_KNOWN: Final = "memory:, sqlite:PATH, redis://, rediss:// or unix://"
+
+_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_SECRET_QUERY: Final = re.compile(r"([?&;][^=&;#]*pass[^=&;#]*=)[^&;#]*", re.IGNORECASE)
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its user info and of any ``...pass...=`` query shown as ``***``.
+
+    Errs on the side of hiding: everything before the last ``@`` after ``//`` is user info, and
+    user info without a ``:`` is hidden whole (``redis://secret@host`` may be a password).
+    """
+    head, separator, rest = url.partition("//")
+    if not separator:
+        return _SECRET_QUERY.sub(r"\1***", url)
+    userinfo, at, after = rest.rpartition("@")
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        rest = f"{user}:***@{after}" if colon else f"***@{after}"
+    return head + separator + _SECRET_QUERY.sub(r"\1***", rest)
+
+
+def shown(url: str) -> str:
+    """The redacted URL as a message shows it: control characters escaped, one line."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", redact_url(url))
+
+
+def scheme_of(url: object) -> str:
+    """The store kind a URL names: ``memory``, ``sqlite`` or one of ``REDIS_SCHEMES``.
+
+    Raises ``StoreConfigError`` for anything else, naming the URL (redacted) and the schemes
+    that exist.
+    """
+    if not isinstance(url, str):
+        raise StoreConfigError(
+            f"store: a store URL must be a string ({_KNOWN}), got {type(url).__name__}"
+        )
+    if not url or url != url.strip():
+        what = "empty" if not url.strip() else "surrounded by whitespace"
+        raise StoreConfigError(
+            f"store {shown(url)!s}: the URL is {what}; write one of {_KNOWN}", url=redact_url(url)
+        )
+    match = _SCHEME.match(url)
+    scheme = match.group(1) if match else ""
+    if scheme in ("memory", "sqlite", *REDIS_SCHEMES):
+        return scheme
+    raise StoreConfigError(
+        f"store {shown(url)}: unknown store scheme {scheme + ':' if scheme else '(none)'}; write"
+        f" one of {_KNOWN}",
+        url=redact_url(url),
+    )
+
+
+def default_home() -> str:
+    """``$DSH_HOME`` when set to a non-blank value, else ``~/.dsh`` (``~`` expanded)."""
+    value = os.environ.get("DSH_HOME", "")
+    return os.path.expanduser(value if value.strip() else "~/.dsh")
+
+
+def sqlite_path(url: str, home: str | os.PathLike[str] | None) -> str:
+    """The absolute file path of a ``sqlite:PATH`` URL; a relative PATH is under ``home``."""
+    path = url[len("sqlite:") :]
+    problem = None
+    if not path:
+        problem = "has no path"
+    elif path.startswith("//"):
+        problem = "is not sqlite:PATH (a path directly after the colon, no //)"
+    elif "\x00" in path:
+        problem = "has a NUL character in its path"
+    elif path == ":memory:":
+        problem = "names a private in-memory database, which no other process can share"
+    if problem is not None:
+        raise StoreConfigError(
+            f"store {shown(url)}: the URL {problem}; write sqlite:PATH, e.g."
+            " sqlite:state/brakes.sqlite3 (under the dsh home) or sqlite:/var/lib/agents/x.sqlite3,"
+            " or memory: for a store private to one process",
+            url=url,
+        )
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        base = default_home() if home is None else os.path.expanduser(os.fspath(home))
+        path = os.path.join(base, path)
+    return os.path.abspath(path)
