@@ -14,6 +14,9 @@ from hypothesis import settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# A real redis-server for the store tests (fixtures redis_server, redis_url, make_redis_server).
+pytest_plugins = ["_redis_server"]
+
 # No timed tests: hypothesis's per-example deadline is a timing assertion, and on a shared
 # machine a busy spell made examples of the reader fuzz tests overrun it (and fail as flaky).
 settings.register_profile("dsh", deadline=None)
