@@ -187,7 +187,9 @@ class RedisStore:
         "_owns_client",
         "_prefix",
         "_redis",
+        "_streak_prefix",
         "_ttl",
+        "_ttl_arg",
         "_url",
     )
 
@@ -242,7 +244,9 @@ class RedisStore:
                 url=self._url,
             )
         self._prefix = prefix.encode("utf-8", "surrogatepass")
+        self._streak_prefix = self._prefix + b"streak:"
         self._no_agent = self._prefix + b"no-agent"
+        self._ttl_arg = b"%d" % self._ttl  # encoded once, not on every check
         self._redis = module
         # What a failing server or connection raises; anything else is a bug, not an outage.
         self._errors: tuple[type[Exception], ...] = (module.exceptions.RedisError, OSError)
@@ -280,8 +284,9 @@ class RedisStore:
         if type(session) is not str or type(digest) is not bytes or len(digest) != DIGEST_SIZE:
             check_key(session, "session")
             check_digest(digest)
+        key = self._streak_prefix + session.encode("utf-8", "surrogatepass")
         try:
-            count = self._advance(keys=(self._streak_key(session),), args=(digest, self._ttl))
+            count = self._advance((key,), (digest, self._ttl_arg))
         except self._errors as error:
             raise self._failure(error) from error
         return int(count)
@@ -327,9 +332,9 @@ class RedisStore:
         cap: int,
     ) -> BreakerDenial | None:
         check_breaker_call(agent, digest, duplicate_limit, window, cap)
-        args = (b"" if digest is None else digest, duplicate_limit, window, cap, self._ttl)
+        args = (b"" if digest is None else digest, duplicate_limit, window, cap, self._ttl_arg)
         try:
-            answer = self._judge(keys=(self._agent_key(agent),), args=args)
+            answer = self._judge((self._agent_key(agent),), args)
         except self._errors as error:
             raise self._failure(error) from error
         if answer is None:
@@ -380,7 +385,7 @@ class RedisStore:
     # -- internals --
 
     def _streak_key(self, session: str) -> bytes:
-        return self._prefix + b"streak:" + session.encode("utf-8", "surrogatepass")
+        return self._streak_prefix + session.encode("utf-8", "surrogatepass")
 
     def _agent_key(self, agent: str | None) -> bytes:
         if agent is None:
