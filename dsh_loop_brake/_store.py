@@ -49,7 +49,8 @@ else):
 ``close() -> None``
     Release connections. Idempotent; the store stays usable (the next operation reconnects).
 ``url: str``, ``shared: bool``, ``session_ttl: int | None``
-    The store's URL with any password shown as ``***``; whether other processes can see the state
+    The store's URL with any password shown as ``***`` (also ``str(store)``; ``repr(store)`` is
+    ``<RedisStore redis://:***@host:6379/0>``); whether other processes can see the state
     (``False`` only for the memory store); seconds of inactivity after which a session's or an
     agent's state is forgotten (``None``: never, the memory store).
 
@@ -360,6 +361,9 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return "<MemoryStore memory:>"
+
+    def __str__(self) -> str:
+        return "memory:"
 
     def __enter__(self) -> MemoryStore:
         return self

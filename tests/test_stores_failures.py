@@ -84,7 +84,8 @@ def test_refused_credentials_are_a_store_error_that_never_shows_the_password(
     right = open_store(server.url)
     assert right.advance_streak("s", A) == 1
     assert SECRET not in repr(right) + str(right) + right.url
-    assert f"redis://:***@127.0.0.1:{server.port}/0" in repr(right)
+    assert str(right) == right.url == f"redis://:***@127.0.0.1:{server.port}/0"
+    assert repr(right) == f"<RedisStore redis://:***@127.0.0.1:{server.port}/0>"
     for url in (
         f"redis://127.0.0.1:{server.port}/0",  # no password
         f"redis://:wrong-{SECRET}@127.0.0.1:{server.port}/0",

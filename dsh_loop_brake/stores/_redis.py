@@ -272,6 +272,9 @@ class RedisStore:
     def __repr__(self) -> str:
         return f"<RedisStore {self._url}>"
 
+    def __str__(self) -> str:
+        return self._url
+
     def __enter__(self) -> RedisStore:
         return self
 

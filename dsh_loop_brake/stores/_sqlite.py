@@ -18,7 +18,9 @@ absent by every read. Expired rows are purged lazily: each new session (an inser
 two expired sessions, and each new agent at most two expired agents with their windows, so the
 file never grows faster than live state does. To find expired rows without an index that moves on
 every call, rows carry ``bucket`` (``expires`` in whole minutes), which is indexed and rewritten
-at most once a minute per session; the purge picks candidates by bucket and checks ``expires``.
+at most once a minute per session or agent (by the check itself, in the same statement or
+transaction for an agent, and by a best-effort second statement for a session); the purge picks
+candidates by bucket and checks ``expires``.
 
 Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
 does not hold up the others beyond SQLite's own lock); a child process made by ``fork`` opens its
@@ -77,13 +79,6 @@ _SCHEMA: Final = (
             LIMIT 2
         );
     END""",
-    # The bucket follows expires, but only when the minute changes: an indexed column written on
-    # every call would triple the pages each check writes.
-    """CREATE TRIGGER IF NOT EXISTS streaks_rebucket AFTER UPDATE OF expires ON streaks
-    WHEN CAST(NEW.expires / 60 AS INTEGER) <> NEW.bucket BEGIN
-        UPDATE streaks SET bucket = CAST(NEW.expires / 60 AS INTEGER)
-        WHERE session = NEW.session;
-    END""",
     """CREATE TABLE IF NOT EXISTS agents (
         agent BLOB PRIMARY KEY,
         calls INTEGER NOT NULL,
@@ -95,10 +90,6 @@ _SCHEMA: Final = (
         bucket INTEGER NOT NULL
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS agents_by_bucket ON agents (bucket)",
-    """CREATE TRIGGER IF NOT EXISTS agents_rebucket AFTER UPDATE OF expires ON agents
-    WHEN CAST(NEW.expires / 60 AS INTEGER) <> NEW.bucket BEGIN
-        UPDATE agents SET bucket = CAST(NEW.expires / 60 AS INTEGER) WHERE agent = NEW.agent;
-    END""",
     # An agent's window: its recorded digests by sequence number, head <= seq < next.
     """CREATE TABLE IF NOT EXISTS agent_window (
         agent BLOB NOT NULL,
@@ -118,13 +109,18 @@ ON CONFLICT (session) DO UPDATE SET
     digest = excluded.digest,
     touched = excluded.touched,
     expires = excluded.expires
-RETURNING count"""
+RETURNING count, bucket"""
+# The bucket follows expires, but only when the minute changes: an indexed column written on every
+# call would triple the pages each check writes (a trigger doing this costs every call ~5%).
+_REBUCKET_STREAK: Final = (
+    "UPDATE streaks SET bucket = CAST(expires / 60 AS INTEGER) WHERE session = ?1"
+)
 _READ_STREAK: Final = "SELECT digest, count FROM streaks WHERE session = ?1 AND expires > ?2"
 _FORGET_STREAK: Final = "DELETE FROM streaks WHERE session = ?1"
 _FORGET_STREAKS: Final = "DELETE FROM streaks"
 _COUNT_STREAKS: Final = "SELECT count(*) FROM streaks WHERE expires > ?1"
 
-_READ_AGENT: Final = "SELECT calls, marks, next, head, expires FROM agents WHERE agent = ?1"
+_READ_AGENT: Final = "SELECT calls, marks, next, head, expires, bucket FROM agents WHERE agent = ?1"
 _SAVE_AGENT: Final = """
 INSERT INTO agents (agent, calls, marks, next, head, touched, expires, bucket)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 + ?7, CAST((?6 + ?7) / 60 AS INTEGER))
@@ -135,6 +131,8 @@ ON CONFLICT (agent) DO UPDATE SET
     head = excluded.head,
     touched = excluded.touched,
     expires = excluded.expires"""
+# The same, moving the row's bucket too (a new minute): see _REBUCKET_STREAK.
+_SAVE_AGENT_REBUCKETED: Final = _SAVE_AGENT + ",\n    bucket = excluded.bucket"
 _AGENT_CALLS: Final = "SELECT calls FROM agents WHERE agent = ?1 AND expires > ?2"
 _COUNT_AGENTS: Final = "SELECT count(*) FROM agents WHERE expires > ?1 AND agent <> ?2"
 _EXPIRED_AGENTS: Final = (
@@ -367,6 +365,9 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"<SQLiteStore {self._url}>"
 
+    def __str__(self) -> str:
+        return self._url
+
     def __enter__(self) -> SQLiteStore:
         return self
 
@@ -381,12 +382,14 @@ class SQLiteStore:
             check_digest(digest)
         key = session.encode("utf-8", "surrogatepass")
         db = self._db()
+        now = self._clock()
         try:
-            row = db.execute(_ADVANCE, (key, digest, self._clock(), self._ttl)).fetchone()
+            count, bucket = db.execute(_ADVANCE, (key, digest, now, self._ttl)).fetchone()
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
-        count: int = row[0]
-        return count
+        if bucket != (now + self._ttl) // 60:  # about once a minute per session
+            self._rebucket(db, _REBUCKET_STREAK, key)
+        return int(count)
 
     def read_streak(self, session: str) -> tuple[bytes, int] | None:
         check_key(session, "session")
@@ -457,9 +460,9 @@ class SQLiteStore:
         now = self._clock()
         row = db.execute(_READ_AGENT, (key,)).fetchone()
         new = row is None
-        calls = marks = next_seq = head = 0
+        calls = marks = next_seq = head = bucket = 0
         if row is not None:
-            calls, marks, next_seq, head, expires = row
+            calls, marks, next_seq, head, expires, bucket = row
             if expires <= now:  # forgotten: this call starts the agent afresh
                 db.execute(_WINDOW_FORGET, (key,))
                 calls = marks = next_seq = head = 0
@@ -484,10 +487,27 @@ class SQLiteStore:
                 if next_seq - head > window:
                     head += 1
                     db.execute(_WINDOW_CUT, (key, head))
-        db.execute(_SAVE_AGENT, (key, calls, marks, next_seq, head, now, self._ttl))
+        save = _SAVE_AGENT if bucket == (now + self._ttl) // 60 else _SAVE_AGENT_REBUCKETED
+        db.execute(save, (key, calls, marks, next_seq, head, now, self._ttl))
         if new:
             self._purge_agents(db, now)
         return denial
+
+    def _rebucket(self, db: sqlite3.Connection, statement: str, key: bytes) -> None:
+        """Move a row's bucket to its expiry's minute: a hint for the purge, so best effort.
+
+        The check itself is done and counted; this must not wait for another process's lock a
+        second time, nor fail the check. A bucket left behind only makes the purge look at the
+        row early (it checks ``expires`` too) or a minute late.
+        """
+        try:
+            db.execute("PRAGMA busy_timeout = 0")
+            try:
+                db.execute(statement, (key,))
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        except sqlite3.Error:
+            pass
 
     @staticmethod
     def _purge_agents(db: sqlite3.Connection, now: float) -> None:

@@ -63,7 +63,7 @@ def scheme_of(url: object) -> str:
     if not url or url != url.strip():
         what = "empty" if not url.strip() else "surrounded by whitespace"
         raise StoreConfigError(
-            f"store {shown(url)!s}: the URL is {what}; write one of {_KNOWN}", url=redact_url(url)
+            f"store {shown(url)}: the URL is {what}; write one of {_KNOWN}", url=redact_url(url)
         )
     match = _SCHEME.match(url)
     scheme = match.group(1) if match else ""
@@ -99,7 +99,7 @@ def sqlite_path(url: str, home: str | os.PathLike[str] | None) -> str:
             f"store {shown(url)}: the URL {problem}; write sqlite:PATH, e.g."
             " sqlite:state/brakes.sqlite3 (under the dsh home) or sqlite:/var/lib/agents/x.sqlite3,"
             " or memory: for a store private to one process",
-            url=url,
+            url=redact_url(url),
         )
     path = os.path.expanduser(path)
     if not os.path.isabs(path):
