@@ -51,10 +51,13 @@ from dsh_loop_brake._store import (
 )
 from dsh_loop_brake.stores._url import shown
 
-__all__ = ["MAX_BUSY_TIMEOUT", "SQLiteStore"]
+__all__ = ["MAX_BUSY_TIMEOUT", "MIN_SQLITE_VERSION", "SQLiteStore"]
 
-#: The longest a check waits for another process's write lock before failing (open: SPEC).
+#: The longest a check waits for another process's write lock before it fails.
 MAX_BUSY_TIMEOUT: Final = 2.0
+
+#: The oldest SQLite library that has everything the store uses (``RETURNING``).
+MIN_SQLITE_VERSION: Final = (3, 35, 0)
 
 # "dshb" in PRAGMA application_id marks a file as a dsh-loop-brake store; user_version is the
 # schema version.
@@ -327,6 +330,13 @@ class SQLiteStore:
         self._path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self._url = "sqlite:" + self._path
         self._ttl = check_session_ttl(session_ttl, self._url)
+        if sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
+            raise StoreConfigError(
+                f"store {shown(self._url)}: the SQLite store needs SQLite"
+                f" {'.'.join(map(str, MIN_SQLITE_VERSION))} or newer, and this Python has"
+                f" {sqlite3.sqlite_version}; use a newer Python build, or a redis:// store",
+                url=self._url,
+            )
         if (
             isinstance(busy_timeout, bool)
             or not isinstance(busy_timeout, (int, float))
