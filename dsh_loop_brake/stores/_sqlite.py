@@ -266,9 +266,25 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
 
 
 def _identity(db: sqlite3.Connection) -> tuple[int, int, int]:
-    application_id = db.execute("PRAGMA application_id").fetchone()[0]
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    """The file's application id, schema version and number of schema objects, as one snapshot.
+
+    One snapshot matters: a process creating the store sets its tables and its application id in
+    one transaction, and a look between the two would take the new store for another program's.
+    """
+    outer = db.in_transaction
+    if not outer:
+        db.execute("BEGIN")
+    try:
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except BaseException:
+        if not outer and db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        raise
+    if not outer:
+        db.execute("COMMIT")
     return int(application_id), int(version), int(tables)
 
 
