@@ -70,7 +70,7 @@ def test_new_sessions_purge_expired_ones_so_the_file_stays_bounded(tmp_path: Pat
     store = SQLiteStore(path, session_ttl=60, clock=clock)
     for number in range(50):
         store.advance_streak(f"old-{number}", A)
-    clock.now += 3600
+    clock.now += 3 * 3600  # past the hour its expiry fell in, so a purge may take it
     for number in range(20):  # each new session purges at most two expired ones
         store.advance_streak(f"new-{number}", A)
     assert rows(path, "streaks") == 20 + 50 - 2 * 20
@@ -95,7 +95,7 @@ def test_new_agents_purge_expired_ones_with_their_windows(tmp_path: Path) -> Non
         for call in range(4):
             store.judge_call(f"old-{number}", hashlib.sha256(bytes([call])).digest(), **limits)
     assert rows(path, "agent_window") == 24
-    clock.now += 3600
+    clock.now += 3 * 3600  # past the hour its expiry fell in, so a purge may take it
     for number in range(3):
         store.judge_call(f"new-{number}", A, **limits)
     assert rows(path, "agents") == 3

@@ -17,10 +17,10 @@ Expiry. Every row has ``expires`` (last touch + ``session_ttl``), and a row past
 absent by every read. Expired rows are purged lazily: each new session (an insert) deletes at most
 two expired sessions, and each new agent at most two expired agents with their windows, so the
 file never grows faster than live state does. To find expired rows without an index that moves on
-every call, rows carry ``bucket`` (``expires`` in whole minutes), which is indexed and rewritten
-at most once a minute per session or agent (by the check itself, in the same statement or
-transaction for an agent, and by a best-effort second statement for a session); the purge picks
-candidates by bucket and checks ``expires``.
+every call, rows carry ``bucket`` (``expires`` in whole hours), which is indexed and rewritten
+at most once an hour per session or agent (for an agent inside its check's transaction, for a
+session by a best-effort second statement); the purge takes rows from buckets that have ended,
+and checks ``expires`` too.
 
 Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
 does not hold up the others beyond SQLite's own lock); a child process made by ``fork`` opens its
@@ -78,7 +78,7 @@ _SCHEMA: Final = (
     """CREATE TRIGGER IF NOT EXISTS streaks_purge AFTER INSERT ON streaks BEGIN
         DELETE FROM streaks WHERE session IN (
             SELECT session FROM streaks
-            WHERE bucket <= CAST(NEW.touched / 60 AS INTEGER) AND expires <= NEW.touched
+            WHERE bucket < CAST(NEW.touched / 3600 AS INTEGER) AND expires <= NEW.touched
             LIMIT 2
         );
     END""",
@@ -103,20 +103,24 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS agent_window_by_digest ON agent_window (agent, digest)",
 )
 
-# ?1 session, ?2 digest, ?3 now, ?4 session_ttl. An expired row counts as no row.
+# ?1 session, ?2 digest, ?3 now, ?4 session_ttl. An expired row counts as no row. The new count
+# of an existing row reaches Python through dsh_loop_brake_report(count, bucket) (see
+# _Connection); a new row has count 1. RETURNING would say the same, at 1.38x a bare upsert's
+# cost against 1.09x this way (a streak check must stay within 1.5x: benchmarks/stores.py).
 _ADVANCE: Final = """
 INSERT INTO streaks (session, digest, count, touched, expires, bucket)
-VALUES (?1, ?2, 1, ?3, ?3 + ?4, CAST((?3 + ?4) / 60 AS INTEGER))
+VALUES (?1, ?2, 1, ?3, ?3 + ?4, CAST((?3 + ?4) / 3600 AS INTEGER))
 ON CONFLICT (session) DO UPDATE SET
-    count = CASE WHEN digest = excluded.digest AND expires > ?3 THEN count + 1 ELSE 1 END,
+    count = dsh_loop_brake_report(
+        CASE WHEN digest = excluded.digest AND expires > ?3 THEN count + 1 ELSE 1 END, bucket
+    ),
     digest = excluded.digest,
     touched = excluded.touched,
-    expires = excluded.expires
-RETURNING count, bucket"""
-# The bucket follows expires, but only when the minute changes: an indexed column written on every
-# call would triple the pages each check writes (a trigger doing this costs every call ~5%).
+    expires = excluded.expires"""
+# The bucket follows expires, but only when the hour changes: an indexed column written on every
+# call would triple the pages each check writes (a trigger doing this cost every call about 5%).
 _REBUCKET_STREAK: Final = (
-    "UPDATE streaks SET bucket = CAST(expires / 60 AS INTEGER) WHERE session = ?1"
+    "UPDATE streaks SET bucket = CAST(expires / 3600 AS INTEGER) WHERE session = ?1"
 )
 _READ_STREAK: Final = "SELECT digest, count FROM streaks WHERE session = ?1 AND expires > ?2"
 _FORGET_STREAK: Final = "DELETE FROM streaks WHERE session = ?1"
@@ -126,7 +130,7 @@ _COUNT_STREAKS: Final = "SELECT count(*) FROM streaks WHERE expires > ?1"
 _READ_AGENT: Final = "SELECT calls, marks, next, head, expires, bucket FROM agents WHERE agent = ?1"
 _SAVE_AGENT: Final = """
 INSERT INTO agents (agent, calls, marks, next, head, touched, expires, bucket)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 + ?7, CAST((?6 + ?7) / 60 AS INTEGER))
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 + ?7, CAST((?6 + ?7) / 3600 AS INTEGER))
 ON CONFLICT (agent) DO UPDATE SET
     calls = excluded.calls,
     marks = excluded.marks,
@@ -134,12 +138,12 @@ ON CONFLICT (agent) DO UPDATE SET
     head = excluded.head,
     touched = excluded.touched,
     expires = excluded.expires"""
-# The same, moving the row's bucket too (a new minute): see _REBUCKET_STREAK.
+# The same, moving the row's bucket too (a new hour): see _REBUCKET_STREAK.
 _SAVE_AGENT_REBUCKETED: Final = _SAVE_AGENT + ",\n    bucket = excluded.bucket"
 _AGENT_CALLS: Final = "SELECT calls FROM agents WHERE agent = ?1 AND expires > ?2"
 _COUNT_AGENTS: Final = "SELECT count(*) FROM agents WHERE expires > ?1 AND agent <> ?2"
 _EXPIRED_AGENTS: Final = (
-    "SELECT agent FROM agents WHERE bucket <= CAST(?1 / 60 AS INTEGER) AND expires <= ?1 LIMIT 2"
+    "SELECT agent FROM agents WHERE bucket < CAST(?1 / 3600 AS INTEGER) AND expires <= ?1 LIMIT 2"
 )
 _FORGET_AGENT: Final = "DELETE FROM agents WHERE agent = ?1"
 _FORGET_AGENTS: Final = "DELETE FROM agents"
@@ -149,10 +153,33 @@ _WINDOW_CUT: Final = "DELETE FROM agent_window WHERE agent = ?1 AND seq < ?2"
 _WINDOW_FORGET: Final = "DELETE FROM agent_window WHERE agent = ?1"
 _WINDOWS_FORGET: Final = "DELETE FROM agent_window"
 
+# Rows are indexed by the hour their state expires in (see the module docstring). Written into
+# the SQL above as 3600: a session's bucket moves once an hour, and expired rows wait at most an
+# hour past expiry before a new session or agent may purge them.
+_BUCKET_SECONDS: Final = 3600
+
 _NO_AGENT: Final = b""  # the key of the shared no-agent state; an agent id's key is never empty
 
 # SQLite's primary result codes for "another connection holds the lock".
 _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that hears the count its streak statement computed.
+
+    ``_ADVANCE`` passes an updated row's new count and bucket through the SQL function
+    ``dsh_loop_brake_report``, which lands them here; the statement is still one atomic step.
+    Each thread has its own connection, so no other check can write these between the
+    statement and the read that follows it.
+    """
+
+    count: int = 1
+    bucket: int | None = None
+
+    def report(self, count: int, bucket: int) -> int:
+        self.count = count
+        self.bucket = bucket
+        return count
 
 
 def _agent_key(agent: str | None) -> bytes:
@@ -409,13 +436,15 @@ class SQLiteStore:
         key = session.encode("utf-8", "surrogatepass")
         db = self._db()
         now = self._clock()
+        db.count, db.bucket = 1, None  # what a new row reports: nothing, count 1
         try:
-            count, bucket = db.execute(_ADVANCE, (key, digest, now, self._ttl)).fetchone()
+            db.execute(_ADVANCE, (key, digest, now, self._ttl))
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
-        if bucket != (now + self._ttl) // 60:  # about once a minute per session
-            self._rebucket(db, _REBUCKET_STREAK, key)
-        return int(count)
+        bucket = db.bucket
+        if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
+            self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
+        return db.count
 
     def read_streak(self, session: str) -> tuple[bytes, int] | None:
         check_key(session, "session")
@@ -513,18 +542,19 @@ class SQLiteStore:
                 if next_seq - head > window:
                     head += 1
                     db.execute(_WINDOW_CUT, (key, head))
-        save = _SAVE_AGENT if bucket == (now + self._ttl) // 60 else _SAVE_AGENT_REBUCKETED
+        moved = bucket != (now + self._ttl) // _BUCKET_SECONDS  # a new agent's is 0: moved
+        save = _SAVE_AGENT_REBUCKETED if moved else _SAVE_AGENT
         db.execute(save, (key, calls, marks, next_seq, head, now, self._ttl))
         if new:
             self._purge_agents(db, now)
         return denial
 
     def _rebucket(self, db: sqlite3.Connection, statement: str, key: bytes) -> None:
-        """Move a row's bucket to its expiry's minute: a hint for the purge, so best effort.
+        """Move a row's bucket to its expiry's hour: a hint for the purge, so best effort.
 
         The check itself is done and counted; this must not wait for another process's lock a
         second time, nor fail the check. A bucket left behind only makes the purge look at the
-        row early (it checks ``expires`` too) or a minute late.
+        row early (it checks ``expires`` too) or an hour late.
         """
         try:
             db.execute("PRAGMA busy_timeout = 0")
@@ -595,15 +625,15 @@ class SQLiteStore:
 
     # -- connections --
 
-    def _db(self) -> sqlite3.Connection:
+    def _db(self) -> _Connection:
         """This thread's connection, opened (and the file checked) on first use."""
         local = self._local
-        db: sqlite3.Connection | None = getattr(local, "db", None)
+        db: _Connection | None = getattr(local, "db", None)
         if db is not None and local.generation is self._generation:
             return db
         return self._connect()
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> _Connection:
         url = self._url
         deadline = time.monotonic() + self._busy_timeout
         _prepare_file(self._path, url)
@@ -613,7 +643,9 @@ class SQLiteStore:
                 timeout=self._busy_timeout,
                 isolation_level=None,  # autocommit: transactions are ours to begin and end
                 check_same_thread=False,  # close() closes every thread's connection
+                factory=_Connection,
             )
+            db.create_function("dsh_loop_brake_report", 2, db.report)
         except sqlite3.Error as error:
             raise StoreConfigError(
                 f"store {shown(url)}: cannot open the database ({type(error).__name__}:"
