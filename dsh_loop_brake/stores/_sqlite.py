@@ -6,12 +6,12 @@ bounds of its window, expiry) and ``agent_window`` (one row per digest in an age
 Sessions and agent ids are stored as UTF-8 bytes (``surrogatepass``, so any ``str`` is a key),
 digests as 32-byte blobs: no argument value is ever written.
 
-Atomicity. ``advance_streak`` is a single ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``
-statement. In autocommit mode one statement is one transaction, and a write statement takes the
-write lock when it starts -- what ``BEGIN IMMEDIATE`` does -- so it never has to upgrade a read
-lock. ``judge_call`` reads, then writes several rows, so it runs inside ``BEGIN IMMEDIATE``.
-Either way a writer that finds the file locked waits for the busy timeout (at most 2 s) and then
-fails with ``StoreError``.
+Atomicity. ``advance_streak`` is a single ``INSERT ... ON CONFLICT DO UPDATE`` statement. In
+autocommit mode one statement is one transaction, and a write statement takes the write lock when
+it starts -- what ``BEGIN IMMEDIATE`` does -- so it never has to upgrade a read lock.
+``judge_call`` reads, then writes several rows, so it runs inside ``BEGIN IMMEDIATE``. Either way
+a writer that finds the file locked waits for the busy timeout (at most 2 s) and then fails with
+``StoreError``.
 
 Expiry. Every row has ``expires`` (last touch + ``session_ttl``), and a row past it is treated as
 absent by every read. Expired rows are purged lazily: each new session (an insert) deletes at most
@@ -56,8 +56,8 @@ __all__ = ["MAX_BUSY_TIMEOUT", "MIN_SQLITE_VERSION", "SQLiteStore"]
 #: The longest a check waits for another process's write lock before it fails.
 MAX_BUSY_TIMEOUT: Final = 2.0
 
-#: The oldest SQLite library that has everything the store uses (``RETURNING``).
-MIN_SQLITE_VERSION: Final = (3, 35, 0)
+#: The oldest SQLite library that has everything the store uses (``INSERT ... ON CONFLICT``).
+MIN_SQLITE_VERSION: Final = (3, 24, 0)
 
 # "dshb" in PRAGMA application_id marks a file as a dsh-loop-brake store; user_version is the
 # schema version.
