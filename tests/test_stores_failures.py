@@ -286,6 +286,20 @@ def test_another_programs_database_is_refused_and_left_alone(tmp_path: Path) -> 
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
 
+def test_the_hooks_earlier_tables_share_the_file(tmp_path: Path) -> None:
+    # Before it used this store, the coding-agent hook kept its counts in tables of its own in
+    # the same default file; a file holding only those is a store's file, and they stay.
+    path = tmp_path / "brakes.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE provisional_hook_streaks (session TEXT PRIMARY KEY)")
+        db.execute("INSERT INTO provisional_hook_streaks VALUES ('kept')")
+        db.execute("PRAGMA user_version = 1")
+    with SQLiteStore(path) as store:
+        assert store.advance_streak("s", A) == 1
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT session FROM provisional_hook_streaks").fetchall() == [("kept",)]
+
+
 def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "brakes.sqlite3"
     SQLiteStore(path).close()

@@ -292,11 +292,20 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
         raise
 
 
+_OTHER_TABLES: Final = (
+    "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'provisional\\_hook\\_%' ESCAPE '\\'"
+    " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+)
+
+
 def _identity(db: sqlite3.Connection) -> tuple[int, int, int]:
-    """The file's application id, schema version and number of schema objects, as one snapshot.
+    """The file's application id, schema version and number of other programs' schema objects,
+    as one snapshot.
 
     One snapshot matters: a process creating the store sets its tables and its application id in
     one transaction, and a look between the two would take the new store for another program's.
+    Tables named ``provisional_hook_*`` are not another program's: the coding-agent hook kept its
+    counts in them, in this same file, before it used this store.
     """
     outer = db.in_transaction
     if not outer:
@@ -304,7 +313,7 @@ def _identity(db: sqlite3.Connection) -> tuple[int, int, int]:
     try:
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        tables = db.execute(_OTHER_TABLES).fetchone()[0]
     except BaseException:
         if not outer and db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
