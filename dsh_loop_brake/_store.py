@@ -62,16 +62,20 @@ itself (unreachable, locked past the busy timeout, corrupted, gone mid-run) is a
 the next operation tries again by itself.
 
 State that no call has touched for ``session_ttl`` seconds is forgotten by the shared stores (the
-next call starts at 1). ``MemoryStore`` keeps today's in-process behaviour: no expiry.
+next call starts at 1; every check touches, denied ones too). ``MemoryStore`` keeps today's
+in-process behaviour: no expiry, and at most ``max_agents`` (1024) agent ids, the least recently
+judged dropped first, as the circuit breaker bounds the agents it keys by id.
 
 Exceptions::
 
     Exception
     └── StoreError                code LOOP_BRAKE_STORE: a store cannot be opened, reached or used
         └── StoreConfigError      (also a ValueError) code LOOP_BRAKE_STORE_CONFIG: a store URL or
-                                  setting that can never work (unknown scheme, malformed URL, a
-                                  file that is not a SQLite database, a directory that cannot be
-                                  created, the ``redis`` extra missing is an ``ImportError``)
+            │                     setting that can never work (unknown scheme, malformed URL, a
+            │                     file that is not a SQLite database, a directory that cannot be
+            │                     created)
+            └── MissingExtraError (also an ImportError; in dsh_loop_brake.stores) a Redis URL
+                                  without the ``redis`` extra installed
 """
 
 from __future__ import annotations
