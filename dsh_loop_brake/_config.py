@@ -1,11 +1,17 @@
 """Configuration values of the loop brake: ``maxRepeats`` from the row, the environment or the
-default, validated."""
+default, validated — and where the value came from.
+
+The resolution returns a :class:`Resolved` (the number and its :class:`Source`), so the command
+line and replay say where a value came from without parsing a string back. The core knows only
+*that* a value came from the row; the file and line of the patch that set it are the harness's
+knowledge, added with :meth:`Source.located`.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal, NamedTuple
 
 from dsh_loop_brake._errors import InvalidMaxRepeatsError, LoopBrakeConfigError
 from dsh_loop_brake._short_repr import short_repr
@@ -14,17 +20,76 @@ __all__ = [
     "CONFIG_KEYS",
     "DEFAULT_MAX_REPEATS",
     "ENV_VAR",
+    "Resolved",
+    "Source",
+    "SourceKind",
     "integer_value",
     "normalize_max_repeats",
     "resolve_max_repeats",
+    "resolve_max_repeats_with_source",
 ]
 
 DEFAULT_MAX_REPEATS: Final = 3
 ENV_VAR: Final = "DSH_LOOP_BRAKE_MAX_REPEATS"
 CONFIG_KEYS: Final = ("maxRepeats",)
 
+_ROW_SOURCE: Final = "the loop-brake patch row"
 
-def normalize_max_repeats(value: object, *, source: str = "the loop-brake patch row") -> int:
+SourceKind = Literal["row", "env", "default", "option"]
+
+
+class Source(NamedTuple):
+    """Where a resolved setting came from.
+
+    ``kind`` is ``"row"`` (the patch row's config; ``path`` and ``line`` of the patch file when
+    known), ``"env"`` (``name`` is the environment variable), ``"default"``, or ``"option"``
+    (``name`` is the command-line option that overrode everything else).
+    """
+
+    kind: SourceKind
+    name: str | None = None
+    path: str | None = None
+    line: int | None = None
+
+    def located(self, path: str | None, line: int | None = None) -> Source:
+        """This source with the patch file (and line) that supplied the value."""
+        return self._replace(path=path, line=line)
+
+    @property
+    def label(self) -> str:
+        """The source as ``config --json`` shows it: a path, ``env NAME``, ``default``, option."""
+        if self.kind == "row":
+            return self.path if self.path is not None else _ROW_SOURCE
+        if self.kind == "env":
+            return f"env {self.name}"
+        if self.kind == "option":
+            return str(self.name)
+        return "default"
+
+    def __str__(self) -> str:
+        if self.kind == "row":
+            if self.path is None:
+                return _ROW_SOURCE
+            return self.path if self.line is None else f"{self.path}:{self.line}"
+        if self.kind == "env":
+            return f"the environment variable {self.name}"
+        if self.kind == "option":
+            return str(self.name)
+        return "the default"
+
+
+class Resolved(NamedTuple):
+    """A resolved ``maxRepeats``: the number, where it came from, and what it won over.
+
+    ``ignored_env`` names the environment variables that are set but lose to the row.
+    """
+
+    value: int
+    source: Source
+    ignored_env: tuple[str, ...] = ()
+
+
+def normalize_max_repeats(value: object, *, source: str = _ROW_SOURCE) -> int:
     """``value`` as an int of at least 1, or ``InvalidMaxRepeatsError`` naming ``source``."""
     number = integer_value(value)
     if number is None or number < 1:
@@ -55,6 +120,17 @@ def resolve_max_repeats(
     config: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
 ) -> int:
     """The row's ``maxRepeats``, else ``DSH_LOOP_BRAKE_MAX_REPEATS`` when set, else 3."""
+    return resolve_max_repeats_with_source(config, environ).value
+
+
+def resolve_max_repeats_with_source(
+    config: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
+) -> Resolved:
+    """Like :func:`resolve_max_repeats`, with where the value came from (a :class:`Resolved`).
+
+    A bad value from the row raises an error whose ``key`` is the config key at fault; a bad
+    value from the environment names the variable (``key`` is None).
+    """
     if config is None:
         config = {}
     if not isinstance(config, Mapping):
@@ -64,14 +140,23 @@ def resolve_max_repeats(
         )
     for key in config:
         if key not in CONFIG_KEYS:
-            raise LoopBrakeConfigError(
+            error = LoopBrakeConfigError(
                 f"loop brake: unknown config key {short_repr(key)}; the keys that exist are "
                 f"{', '.join(CONFIG_KEYS)} (check the spelling)"
             )
+            error.key = key if isinstance(key, str) else None
+            raise error
+    raw = (os.environ if environ is None else environ).get(ENV_VAR)
+    env_set = raw is not None and bool(raw.strip())
     value = config.get("maxRepeats")
     if value is not None:
-        return normalize_max_repeats(value)
-    raw = (os.environ if environ is None else environ).get(ENV_VAR)
-    if raw is not None and raw.strip():
-        return normalize_max_repeats(raw, source=f"the environment variable {ENV_VAR}")
-    return DEFAULT_MAX_REPEATS
+        try:
+            number = normalize_max_repeats(value)
+        except InvalidMaxRepeatsError as error:
+            error.key = "maxRepeats"
+            raise
+        return Resolved(number, Source("row"), (ENV_VAR,) if env_set else ())
+    if env_set:
+        number = normalize_max_repeats(raw, source=f"the environment variable {ENV_VAR}")
+        return Resolved(number, Source("env", ENV_VAR))
+    return Resolved(DEFAULT_MAX_REPEATS, Source("default"))

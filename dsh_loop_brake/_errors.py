@@ -112,6 +112,8 @@ class LoopBrakeConfigError(ValueError):
     code: str = "LOOP_BRAKE_CONFIG"
     path: str | None = None
     line: int | None = None
+    key: str | None = None
+    """The row's config key whose value was refused, when the value came from the row."""
 
 
 class InvalidMaxRepeatsError(LoopBrakeConfigError):

@@ -12,14 +12,22 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from dsh_loop_brake._config import Source
+from dsh_loop_brake.exits import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    error_line,
+    one_line,
+    strict_failure,
+    write_line,
+)
 from dsh_loop_brake.harness.errors import HarnessError
-from dsh_loop_brake.harness.layers import compose
-from dsh_loop_brake.harness.patches import Composition
 from dsh_loop_brake.harness.profiles import (
     default_home,
     install,
@@ -27,22 +35,21 @@ from dsh_loop_brake.harness.profiles import (
     resolve_home,
     uninstall,
 )
-from dsh_loop_brake.harness.types import Row
 from dsh_loop_brake.hooks import command as hook_command
-from dsh_loop_brake.loop_brake import (
-    ENV_VAR,
-    PLUGIN_NAME,
-    InvalidMaxRepeatsError,
-    LoopBrakeConfigError,
-    resolve_max_repeats,
+from dsh_loop_brake.loop_brake import ENV_VAR, PLUGIN_NAME, LoopBrakeConfigError
+from dsh_loop_brake.profile_options import (
+    LOOP_BRAKE_ROW,
+    LoopBrakeSetting,
+    add_profile_options,
+    add_strict_option,
+    compose_profile,
+    resolve_loop_brake,
 )
 from dsh_loop_brake.replay import command as replay_command
 
-__all__ = ["COMMANDS", "Command", "add_profile_options", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main", "parse_arguments"]
 
 PROG = "dsh-loop-brake"
-LOOP_BRAKE_ROW = "loop-brake"
-EXIT_OK, EXIT_USAGE = 0, 2
 
 USER_ERRORS = (HarnessError, LoopBrakeConfigError, OSError)
 """What a user can cause and fix: shown as one line on stderr, exit code 2."""
@@ -56,39 +63,6 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
-
-
-def add_profile_options(parser: argparse.ArgumentParser, *, patches: bool = True) -> None:
-    """``--profile NAME``, ``--home DIR`` and (optionally) repeatable ``--patch FILE``."""
-    parser.add_argument(
-        "--profile", default="default", metavar="NAME", help="the profile (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--home",
-        type=_home_directory,
-        default=None,
-        metavar="DIR",
-        help="the dsh home (default: $DSH_HOME, else ~/.dsh)",
-    )
-    if patches:
-        parser.add_argument(
-            "--patch",
-            dest="patches",
-            action="append",
-            type=Path,
-            default=[],
-            metavar="FILE",
-            help="a patch file composed after all others (repeatable, in order)",
-        )
-
-
-def _home_directory(text: str) -> Path:
-    # An unset shell variable (`--home "$DSH_DIR"`) would otherwise mean the current directory.
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            "the directory is empty; give one, or leave --home out to use $DSH_HOME or ~/.dsh"
-        )
-    return Path(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,98 +100,35 @@ def _run_uninstall(args: argparse.Namespace) -> int:
 
 def _configure_config(parser: argparse.ArgumentParser) -> None:
     add_profile_options(parser)
+    add_strict_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-@dataclass(frozen=True)
-class ResolvedConfig:
-    """The loop-brake row of a composition, its ``maxRepeats`` and where that came from."""
-
-    row: Row | None
-    max_repeats: int | None
-    source: str | None
-    composition: Composition
-    problem: str | None = None  # why a disabled row's config would be rejected
-
-
-def resolve_loop_brake(
-    composition: Composition, environ: Mapping[str, str] | None = None
-) -> ResolvedConfig:
-    """Resolve the ``loop-brake`` row as the plugin would at apply (row, then env, then 3).
-
-    Raises ``LoopBrakeConfigError`` (message prefixed with the file and line that supplied
-    the bad value) when an enabled row would be rejected.
-    """
-    env = os.environ if environ is None else environ
-    row = composition.row(LOOP_BRAKE_ROW)
-    if row is None:
-        return ResolvedConfig(None, None, None, composition)
-    try:
-        max_repeats, source = max_repeats_and_source(row, env)
-    except LoopBrakeConfigError as err:
-        if not row.disabled:
-            raise
-        return ResolvedConfig(row, None, None, composition, problem=str(err))
-    return ResolvedConfig(row, max_repeats, source, composition)
-
-
-def max_repeats_and_source(row: Row, environ: Mapping[str, str]) -> tuple[int, str]:
-    """The row's ``maxRepeats`` as the plugin resolves it, and its source as ``config`` shows it.
-
-    The source is the patch file that set it, ``env DSH_LOOP_BRAKE_MAX_REPEATS`` or
-    ``default``. A bad value raises ``LoopBrakeConfigError`` prefixed with its file and line.
-    """
-    config = row.config
-    # The row's config alone first: an error here is the patch file's, so name that file.
-    try:
-        from_row = resolve_max_repeats(config, environ={})
-    except LoopBrakeConfigError as err:
-        origin = _origin_of_error(row, err)
-        raise LoopBrakeConfigError(f"{origin}: {err}" if origin else str(err)) from None
-    if config is not None and config.get("maxRepeats") is not None:
-        supplied = row.sources.get("config.maxRepeats") or row.sources.get("config")
-        return from_row, supplied.path if supplied is not None else "the loop-brake patch row"
-    raw = environ.get(ENV_VAR)
-    if raw is not None and raw.strip():
-        # The message already names the environment variable.
-        return resolve_max_repeats(config, environ), f"env {ENV_VAR}"
-    return from_row, "default"
-
-
-def _origin_of_error(row: Row, err: LoopBrakeConfigError) -> str | None:
-    sources = row.sources
-    if not isinstance(err, InvalidMaxRepeatsError) and isinstance(row.config, dict):
-        for key in row.config:
-            if key != "maxRepeats" and f"config.{key}" in sources:
-                return str(sources[f"config.{key}"])
-    origin = sources.get("config.maxRepeats") or sources.get("config")
-    return None if origin is None else str(origin)
 
 
 def _run_config(args: argparse.Namespace) -> int:
     home = resolve_home(args.home)
-    composition = compose(args.profile, home, args.patches)
-    resolved = resolve_loop_brake(composition)
+    composition = compose_profile(args.profile, home, args.patches)
+    setting = resolve_loop_brake(composition)
     if args.json:
-        print(json.dumps(_config_json(resolved), indent=2, ensure_ascii=False, default=str))
-        if resolved.row is None:  # stdout is for the JSON; the person still needs the hint
+        print(json.dumps(_config_json(setting), indent=2, ensure_ascii=False, default=str))
+        if setting.row is None:  # stdout is for the JSON; the person still needs the hint
             sys.stderr.write(_install_hint(args.profile, home))
     else:
-        _print_config_text(resolved, args.profile, home, sys.stdout)
+        _print_config_text(setting, args.profile, home, sys.stdout)
     return EXIT_OK
 
 
-def _config_json(resolved: ResolvedConfig) -> dict[str, Any]:
+def _config_json(setting: LoopBrakeSetting) -> dict[str, Any]:
+    resolved = setting.max_repeats
     return {
-        "row": None if resolved.row is None else resolved.row.as_dict(),
-        "maxRepeats": resolved.max_repeats,
-        "source": resolved.source,
-        "skipped": [entry.as_dict() for entry in resolved.composition.skipped],
+        "row": None if setting.row is None else setting.row.as_dict(),
+        "maxRepeats": None if resolved is None else resolved.value,
+        "source": None if resolved is None else resolved.source.label,
+        "skipped": [entry.as_dict() for entry in setting.composition.skipped],
     }
 
 
-def _print_config_text(resolved: ResolvedConfig, profile: str, home: Path, out: TextIO) -> None:
-    row = resolved.row
+def _print_config_text(setting: LoopBrakeSetting, profile: str, home: Path, out: TextIO) -> None:
+    row = setting.row
     where = profile_dir(home, profile)
     if row is None:
         out.write(f"profile {profile!r} ({where}) has no {LOOP_BRAKE_ROW} row.\n")
@@ -236,11 +147,12 @@ def _print_config_text(resolved: ResolvedConfig, profile: str, home: Path, out: 
             shown = json.dumps(row.config, ensure_ascii=False, default=str)
         set_by = f", set by {sources['config']}" if "config" in sources else ""
         out.write(f"config:      {shown}{set_by}\n")
-        if resolved.max_repeats is None:
-            out.write(f"maxRepeats:  unusable ({resolved.problem})\n")
+        if setting.max_repeats is None:
+            out.write(f"maxRepeats:  unusable ({setting.problem})\n")
         else:
-            out.write(f"maxRepeats:  {resolved.max_repeats} (from {_describe(resolved)})\n")
-    skipped = resolved.composition.skipped
+            resolved = setting.max_repeats
+            out.write(f"maxRepeats:  {resolved.value} (from {_describe(resolved.source)})\n")
+    skipped = setting.composition.skipped
     if not skipped:
         out.write("skipped:     none\n")
     else:
@@ -255,14 +167,12 @@ def _install_hint(profile: str, home: Path) -> str:
     return f"hint: add it with `{PROG} install --profile {profile}{home_option}`\n"
 
 
-def _describe(resolved: ResolvedConfig) -> str:
-    if resolved.source == "default":
+def _describe(source: Source) -> str:
+    if source.kind == "default":
         return "the default; neither the row nor the environment sets it"
-    if resolved.source == f"env {ENV_VAR}":
+    if source.kind == "env":
         return f"the environment variable {ENV_VAR}; the row does not set it"
-    row = resolved.row
-    origin = None if row is None else row.sources.get("config.maxRepeats")
-    return str(origin) if origin is not None else str(resolved.source)
+    return str(source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,7 +218,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line (argparse prints its whole usage block first)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+        write_line(error_line(f"{message}; see `{self.prog} --help`"), sys.stderr)
+        self.exit(EXIT_USAGE)
 
 
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
@@ -322,14 +233,22 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
     for command in commands:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.configure(sub)
-        sub.set_defaults(run=command.run)
+        sub.set_defaults(run=command.run, parser=sub)
     return parser
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line; a mistake is one line pointing at that command's ``--help``."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # argparse would blame the top-level parser and point at the wrong --help
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit code: 0 ok, 1 denials with --fail-on-denial, 2 error."""
-    args = build_parser().parse_args(argv)
-    with _stderr_logging():
+    args = parse_arguments(argv)
+    with _StderrLogging() as shown:
         try:
             code: int = args.run(args)
             sys.stdout.flush()
@@ -337,21 +256,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
             return EXIT_OK
         except USER_ERRORS as exc:
-            _print_error(exc)
+            write_line(error_line(_message(exc)), sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
+            write_line(error_line("interrupted"), sys.stderr)
+            return EXIT_INTERRUPTED
+    if getattr(args, "strict", False) and shown.warnings:
+        write_line(strict_failure(shown.warnings), sys.stderr)
+        return EXIT_USAGE
     return code
 
 
-def _print_error(exc: BaseException) -> None:
+def _message(exc: BaseException) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, HarnessError):
         where = f"{exc.filename}: " if exc.filename else ""
-        message = f"{where}{exc.strerror or exc}"
-    else:
-        message = str(exc)
-    print(" ".join(message.split()), file=sys.stderr)
+        return f"{where}{exc.strerror or exc}"
+    return str(exc)
 
 
 def _silence_stdout() -> None:
@@ -367,28 +287,35 @@ class _OneLineFormatter(logging.Formatter):
     """``warning: message`` on one line; an attached exception as ``(Type: text)``, no traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
-        message = " ".join(record.getMessage().split())
+        message = record.getMessage()
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            message += f" ({type(exc).__name__}: {' '.join(str(exc).split())})"
-        return f"{record.levelname.lower()}: {message}"
+            message += f" ({type(exc).__name__}: {exc})"
+        return f"{record.levelname.lower()}: {one_line(message)}"
 
 
-class _stderr_logging:
-    """Show the package's warnings on stderr, one line each, while a command runs."""
+class _StderrLogging(logging.Handler):
+    """Show the package's warnings on stderr, one line each, while a command runs; count them."""
 
     def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(_OneLineFormatter())
+        self.warnings = 0
         self._logger = logging.getLogger("dsh_loop_brake")
-        self._handler = logging.StreamHandler(sys.stderr)
-        self._handler.setFormatter(_OneLineFormatter())
         self._propagate = self._logger.propagate
 
-    def __enter__(self) -> None:
-        self._logger.addHandler(self._handler)
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            self.warnings += 1
+        write_line(self.format(record), sys.stderr)
+
+    def __enter__(self) -> _StderrLogging:
+        self._logger.addHandler(self)
         self._logger.propagate = False
+        return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._logger.removeHandler(self._handler)
+        self._logger.removeHandler(self)
         self._logger.propagate = self._propagate
 
 

@@ -45,8 +45,8 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], starts: str) -
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if not line.startswith("warning: ")]
     assert len(errors) == 1, done.stderr
-    assert errors[0].startswith(starts), errors[0]
-    return errors[0]
+    assert errors[0].startswith("error: " + starts), errors[0]
+    return errors[0].removeprefix("error: ")
 
 
 def test_the_bundle_row_with_the_default(run_cli: RunCli, home: Path) -> None:
@@ -278,7 +278,7 @@ def test_usage_errors_are_one_line_and_exit_2(run_cli: RunCli, argv: tuple[str, 
     done = run_cli(*argv)
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr  # no usage block, no traceback
-    assert done.stderr.startswith("dsh-loop-brake") and "--help" in done.stderr
+    assert done.stderr.startswith("error: ") and " --help`" in done.stderr
 
 
 def test_help_lists_the_commands(run_cli: RunCli) -> None:

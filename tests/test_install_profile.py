@@ -198,7 +198,7 @@ def test_an_unsafe_profile_is_refused_and_left_alone(run_cli: RunCli, tmp_path: 
     path = write_profile(tmp_path, text)
     done = run_cli("install", "--home", str(tmp_path))
     assert done.returncode == 2
-    assert done.stderr.startswith(f"{path}:1: the tag !!python/object/apply:os.system")
+    assert done.stderr.startswith(f"error: {path}:1: the tag !!python/object/apply:os.system")
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert path.read_text(encoding="utf-8") == text
 
@@ -207,7 +207,7 @@ def test_a_profile_whose_bundles_is_not_a_list_is_refused(run_cli: RunCli, tmp_p
     path = write_profile(tmp_path, "# mine\nbundles: dsh-loop-brake\n")
     done = run_cli("install", "--home", str(tmp_path))
     assert done.returncode == 2
-    assert done.stderr == f"{path}:2: bundles must be a list of bundle names\n"
+    assert done.stderr == f"error: {path}:2: bundles must be a list of bundle names\n"
 
 
 def test_a_profile_name_cannot_escape_the_home(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_a_profile_with_a_duplicate_key_or_two_documents_is_one_line_exit_2(
     done = run_cli(command, "--home", str(tmp_path))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(f"{path}:{line}: malformed YAML: "), done.stderr
+    assert done.stderr.startswith(f"error: {path}:{line}: malformed YAML: "), done.stderr
     assert fragment in done.stderr
     assert path.read_text(encoding="utf-8") == text
 

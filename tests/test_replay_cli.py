@@ -194,6 +194,7 @@ def test_exit_2_only_when_nothing_at_all_could_be_read(run_cli: RunCli, tmp_path
     result = run_cli("replay", "--max-repeats=3", str(bad), str(tmp_path / "missing.jsonl"))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
+    assert "profile 'default' does not exist" in lines.pop(0)  # the home has no profile
     assert len(lines) == 3  # one warning per file, then the error
     assert f"{bad}: not JSON" in lines[0]
     assert f"{tmp_path / 'missing.jsonl'}: cannot read the file (no such file" in lines[1]

@@ -41,6 +41,7 @@ __all__ = [
     "default_home",
     "install",
     "profile_dir",
+    "profile_names",
     "read_bundle_entries",
     "read_bundles",
     "remove_bundle",
@@ -89,6 +90,22 @@ def profile_dir(
             "starting with a letter or digit"
         )
     return resolve_home(home, environ) / "profiles" / profile
+
+
+def profile_names(home: str | os.PathLike[str] | None = None) -> list[str]:
+    """The profiles under ``home`` (directories of ``profiles/`` with a valid name), sorted."""
+    try:
+        entries = list(os.scandir(resolve_home(home) / "profiles"))
+    except OSError:
+        return []
+    names = []
+    for entry in entries:
+        try:
+            if entry.is_dir() and _PROFILE_NAME.match(entry.name):
+                names.append(entry.name)
+        except OSError:
+            continue
+    return sorted(names)
 
 
 def read_bundles(path: Path) -> list[str]:

@@ -101,6 +101,12 @@ class Row:
     disabled: bool = False
     sources: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
 
+    def config_origin(self, key: str | None) -> Origin | None:
+        """Where the config key ``key`` was set (else where the whole config was set), or None."""
+        if key is not None and f"config.{key}" in self.sources:
+            return self.sources[f"config.{key}"]
+        return self.sources.get("config")
+
     def as_dict(self) -> dict[str, Any]:
         """The row as ``config --json`` prints it."""
         return {"id": self.id, "name": self.name, "config": self.config, "disabled": self.disabled}

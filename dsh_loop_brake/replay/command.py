@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO, final
 
+from dsh_loop_brake._config import Resolved, Source
+from dsh_loop_brake.exits import EXIT_DENIED, EXIT_OK, EXIT_USAGE, error_line, warn, write_line
 from dsh_loop_brake.harness import HarnessError, Row
-from dsh_loop_brake.harness.layers import compose
 from dsh_loop_brake.harness.manifest import find_manifest
 from dsh_loop_brake.harness.patches import compose_layers
 from dsh_loop_brake.harness.profiles import resolve_home
@@ -31,6 +32,12 @@ from dsh_loop_brake.loop_brake import (
     normalize_max_repeats,
 )
 from dsh_loop_brake.plugin import ROW_ID
+from dsh_loop_brake.profile_options import (
+    add_profile_options,
+    add_strict_option,
+    compose_profile,
+    row_max_repeats,
+)
 from dsh_loop_brake.replay.errors import ReaderError, ReplayUsageError
 from dsh_loop_brake.replay.readers import FORMATS, TRANSCRIPT_SUFFIXES, open_transcript
 from dsh_loop_brake.replay.report import printable, render_json, render_table
@@ -41,20 +48,14 @@ __all__ = ["EXAMPLES", "add_arguments", "find_transcripts", "parse_sweep", "run"
 EXAMPLES: Final = Path(__file__).resolve().with_name("examples")
 """The example transcripts shipped in the package, replayed when no PATH is given."""
 
-EXIT_OK: Final = 0
-EXIT_DENIED: Final = 1
-EXIT_USAGE: Final = 2
 MAX_SWEEP_VALUES: Final = 100
 
 _Warn = Callable[[str], None]
 _SWEEP: Final = re.compile(r"\s*(\d{1,9})\s*\.\.\s*(\d{1,9})\s*")
-_PROG: Final = "dsh-loop-brake replay"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``replay`` options to ``parser``."""
-    from dsh_loop_brake.cli import add_profile_options  # the shared --profile/--home/--patch
-
     parser.add_argument(
         "paths",
         nargs="*",
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit with code 1 when the brake would deny any call (for CI)",
     )
+    add_strict_option(parser)
 
 
 def _transcript_path(text: str) -> Path:
@@ -105,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args, err)
     except (ReplayUsageError, HarnessError, LoopBrakeConfigError) as error:
-        err.line(f"{_PROG}: {error}")
+        err.clear_progress()
+        write_line(error_line(str(error)), err.stream)
         return EXIT_USAGE
     finally:
         err.clear_progress()
@@ -242,10 +245,20 @@ def _walk(directory: Path, warn: _Warn) -> Iterator[Path]:
 
 @dataclass(frozen=True)
 class _Setting:
-    """The row replay applies, and where its maxRepeats comes from (for the report's heading)."""
+    """The row replay applies, and its maxRepeats with where it came from (for the report)."""
 
     row: Row
-    described: str
+    max_repeats: Resolved
+
+    @property
+    def described(self) -> str:
+        """Where maxRepeats came from, as the report's heading says it."""
+        source = self.max_repeats.source
+        if source.kind == "default":
+            return "the default"
+        if source.kind == "env":
+            return f"from ${source.name}"
+        return f"from {source}"
 
 
 def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr) -> _Setting:
@@ -256,7 +269,7 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
     a disabled row is replayed as if it were enabled, with its config. Both are said on stderr.
     """
     home = resolve_home(args.home)
-    composition = compose(args.profile, home, args.patches)
+    composition = compose_profile(args.profile, home, args.patches)
     row = composition.row(ROW_ID)
     if row is None:
         row = _bundle_row()
@@ -275,15 +288,10 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
         )
     if override is not None:
         row = Row(id=row.id, name=row.name, config={"maxRepeats": override})
-        return _Setting(row, "--max-repeats")
-    from dsh_loop_brake.cli import max_repeats_and_source  # resolved exactly as `config` shows it
-
+        return _Setting(row, Resolved(override, Source("option", "--max-repeats")))
     # Validated here, not at apply, so a bad value is reported with the file and line it came from.
-    _, source = max_repeats_and_source(row, os.environ)
-    described = {"default": "the default", f"env {ENV_VAR}": f"from ${ENV_VAR}"}.get(
-        source, f"from {source}"
-    )
-    return _Setting(Row(id=row.id, name=row.name, config=row.config), described)
+    resolved = row_max_repeats(row, os.environ)
+    return _Setting(Row(id=row.id, name=row.name, config=row.config), resolved)
 
 
 def _bundle_row() -> Row:
@@ -321,7 +329,9 @@ class _Stderr:
         self.stream.flush()
 
     def warn(self, message: str) -> None:
-        self.line(f"warning: {message}")
+        # Through the package's logger, so the command line counts it for --strict.
+        self.clear_progress()
+        warn(printable(message))
 
     def progress(self, message: str) -> None:
         if not self.is_terminal:
