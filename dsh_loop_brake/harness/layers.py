@@ -43,8 +43,7 @@ def profile_layers(
             manifest = find_manifest(bundle)
         except ManifestError as exc:
             # The fix is in the profile (or an install), so point at the entry that names it.
-            where = profile_file if line is None else f"{profile_file}:{line}"
-            raise ManifestError(f"{where}: {exc}") from None
+            raise ManifestError(exc.message, profile_file, line) from None
         if manifest.patch is not None:
             layers.append(Layer("bundle", manifest.patch, f"bundle {bundle}"))
     for kind, path, label in (

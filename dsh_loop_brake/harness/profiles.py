@@ -8,12 +8,9 @@ comments, order and quoting survive, and the file is replaced atomically.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import re
-import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +19,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from dsh_loop_brake.harness.atomic import atomic_write
 from dsh_loop_brake.harness.errors import HarnessError, PatchError
 from dsh_loop_brake.harness.safe_yaml import (
     item_line,
@@ -52,6 +50,16 @@ __all__ = [
 PROFILE_FILE = "profile.yml"
 PATCH_FILE = "cordis.patch.yml"
 HOME_ENV = "DSH_HOME"
+PROFILE_KEYS = ("bundles", "description")
+"""The keys a ``profile.yml`` may have; any other (a typo such as ``bundle:``) is an error.
+
+Keys starting with ``x-`` are extension keys, left alone: the place for a YAML anchor that
+``bundles:`` refers to (``x-defaults: &defaults [...]`` then ``bundles: *defaults``).
+"""
+EXTENSION_PREFIX = "x-"
+
+_WIDTH = 1 << 30
+"""The dumper's line width: never re-wrap a user's long line (ruamel's default is 80)."""
 
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -68,14 +76,31 @@ class ProfileChange:
 def default_home(environ: Mapping[str, str] | None = None) -> Path:
     """``$DSH_HOME`` when set to a non-blank value, else ``~/.dsh``."""
     value = (os.environ if environ is None else environ).get(HOME_ENV, "")
-    return Path(value).expanduser() if value.strip() else Path("~/.dsh").expanduser()
+    return _expand(Path(value) if value.strip() else Path("~/.dsh"))
 
 
 def resolve_home(
     home: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Path:
     """``home`` (``~`` expanded) when given, else :func:`default_home`."""
-    return default_home(environ) if home is None else Path(home).expanduser()
+    return default_home(environ) if home is None else _expand(Path(home))
+
+
+def _expand(path: Path) -> Path:
+    """``path`` with ``~`` expanded; a home directory that cannot be found is one clear error."""
+    try:
+        return path.expanduser()
+    except (RuntimeError, KeyError):  # no HOME, and no passwd entry for this user (or ~name)
+        raise HarnessError(
+            f"cannot find the home directory for {str(path)!r}: HOME is not set and the user "
+            f"(uid {_uid()}) has no entry in the password database; set HOME or "
+            f"{HOME_ENV}, or pass --home DIR"
+        ) from None
+
+
+def _uid() -> str:
+    getuid = getattr(os, "getuid", None)
+    return "?" if getuid is None else str(getuid())
 
 
 def profile_dir(
@@ -179,58 +204,39 @@ def add_bundle(path: Path, bundle: str) -> ProfileChange:
         return ProfileChange(path, changed=False)
     if bundles is None:
         document["bundles"] = CommentedSeq([bundle])
+    elif _is_shared(bundles, document):
+        # `bundles: *defaults`: appending would edit the anchor and every other alias of it.
+        own = CommentedSeq([*bundles, bundle])
+        _keep_anchor(bundles)
+        document["bundles"] = own
     else:
-        bundles.append(bundle)
-    _save(path, yaml, document, kept)
+        _append(bundles, bundle)
+    _save(path, yaml, document, kept, crlf=_uses_crlf(text))
     return ProfileChange(path, changed=True, created=text is None)
 
 
 def remove_bundle(path: Path, bundle: str) -> ProfileChange:
     """Remove ``bundle`` from the profile's bundle list; nothing happens when it is absent."""
-    document, yaml, _ = _load_for_edit(path)
+    document, yaml, text = _load_for_edit(path)
     if document is None:
         return ProfileChange(path, changed=False)
     bundles = _bundle_list(document, path)
     if bundles is None or bundle not in bundles:
         return ProfileChange(path, changed=False)
+    if _is_shared(bundles, document):
+        _keep_anchor(bundles)
+        bundles = document["bundles"] = CommentedSeq(list(bundles))
     for index in range(len(bundles) - 1, -1, -1):
         if bundles[index] == bundle:
-            del bundles[index]
-    _save(path, yaml, document)
+            _delete(bundles, index)
+    _save(path, yaml, document, crlf=_uses_crlf(text))
     return ProfileChange(path, changed=True)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: temp file in the same directory, fsync, rename.
-
-    The file keeps its permission bits (a new file gets the umask's); if anything fails the
-    previous file is untouched and the temp file is removed. A symlink is written through.
-    """
-    target = Path(os.path.realpath(path))
-    directory = target.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.chmod(temp, mode)
-            os.fsync(stream.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_directory(directory)
 
 
 def _load_for_edit(path: Path) -> tuple[Any, Any, str | None]:
     """The profile's document, a dumper keeping its style, and its text (None: no file)."""
     yaml = round_trip_yaml()
+    yaml.width = _WIDTH
     try:
         text = read_text(path)
     except FileNotFoundError:
@@ -276,6 +282,26 @@ def _bundle_list(document: Any, path: Path) -> Any:
         raise PatchError(
             "a profile.yml is a mapping with a `bundles:` list of bundle names", path, 1
         )
+    for key in document:
+        if isinstance(key, str) and key.startswith(EXTENSION_PREFIX):
+            continue
+        if key not in PROFILE_KEYS:
+            shown = repr(to_plain(key))
+            shown = shown if len(shown) <= 60 else shown[:59] + "\u2026"
+            raise PatchError(
+                f"unknown key {shown} in the profile; the keys that exist are "
+                f"{', '.join(PROFILE_KEYS)} (and {EXTENSION_PREFIX}... extension keys for "
+                "anchors); check the spelling",
+                path,
+                key_line(document, key, 1),
+            )
+    description = to_plain(document.get("description"))
+    if description is not None and not isinstance(description, str):
+        raise PatchError(
+            "description must be a string (what the profile is for)",
+            path,
+            key_line(document, "description", 1),
+        )
     if "bundles" not in document or document["bundles"] is None:
         return None
     bundles = document["bundles"]
@@ -298,28 +324,100 @@ def _bundle_list(document: Any, path: Path) -> Any:
     return bundles
 
 
-def _save(path: Path, yaml: Any, document: Any, prefix: str = "") -> None:
+def _save(path: Path, yaml: Any, document: Any, prefix: str = "", *, crlf: bool = False) -> None:
     buffer = io.StringIO()
     buffer.write(prefix)
     yaml.dump(document, buffer)
-    atomic_write(path, buffer.getvalue().encode("utf-8"))
+    # ruamel writes "\n" but keeps a comment's own "\r\n": normalise, then use the file's ending.
+    text = buffer.getvalue().replace("\r\n", "\n")
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    atomic_write(path, text.encode("utf-8"))
 
 
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
+def _uses_crlf(text: str | None) -> bool:
+    """Whether the file ends its lines with CRLF (most of them: a stray one does not count)."""
+    if not text:
+        return False
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf * 2 >= text.count("\n")
 
 
-def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable; not possible everywhere (e.g. Windows), so best effort.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
+def _is_shared(bundles: Any, document: Any) -> bool:
+    """Whether the ``bundles`` list is also reached from elsewhere (a YAML anchor and alias)."""
+    return _contains(document, bundles, skip="bundles")
+
+
+def _contains(node: Any, target: Any, *, skip: object = None) -> bool:
+    """Whether ``target`` (by identity) is nested anywhere in ``node`` (``skip``: a top key)."""
+    pending = [value for key, value in node.items() if key != skip]
+    seen: set[int] = set()
+    while pending:
+        item = pending.pop()
+        if item is target:
+            return True
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def _keep_anchor(node: Any) -> None:
+    # Once bundles has its own list the anchored node may be referenced only once: ruamel
+    # would then drop `&name`, changing the user's anchor. Keep it written.
+    anchor = getattr(node, "anchor", None)
+    name = getattr(anchor, "value", None)
+    if name is not None:
+        node.yaml_set_anchor(name, always_dump=True)
+
+
+def _append(bundles: Any, bundle: str) -> None:
+    """Append to a round-trip list so that comment lines below its last entry stay below it."""
+    last = len(bundles) - 1
+    bundles.append(bundle)
+    if last < 0:
         return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    own, below = _split_comment(bundles, last)
+    if below is None:
+        return
+    _set_comment(bundles, last, own)
+    _set_comment(bundles, last + 1, "\n" + below)
+
+
+def _delete(bundles: Any, index: int) -> None:
+    """Delete an entry; comment lines below it move to the entry above (they follow the list)."""
+    _, below = _split_comment(bundles, index)
+    del bundles[index]
+    if below is None or index == 0:
+        return
+    own, further = _split_comment(bundles, index - 1)
+    _set_comment(bundles, index - 1, (own or "\n") + below + (further or ""))
+
+
+def _split_comment(bundles: Any, index: int) -> tuple[str | None, str | None]:
+    """The comment after entry ``index``: its own end-of-line part, and the lines below it."""
+    entry = bundles.ca.items.get(index)
+    token = entry[0] if entry else None
+    if token is None:
+        return None, None
+    own, newline, below = str(token.value).partition("\n")
+    return own + newline, (below or None)
+
+
+def _set_comment(bundles: Any, index: int, value: str | None) -> None:
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    if value is None or value == "\n":
+        bundles.ca.items.pop(index, None)
+        return
+    entry = bundles.ca.items.get(index)
+    if entry and entry[0] is not None:
+        entry[0].value = value
+        return
+    token = CommentToken(value, CommentMark(0), None)
+    bundles.ca.items[index] = [token, None, None, None]

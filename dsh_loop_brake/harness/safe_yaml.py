@@ -3,14 +3,19 @@
 The limits are checked on the parser's event stream before anything is constructed, so an
 alias bomb ("billion laughs") is refused without being expanded: each anchored node's size is
 memoised when it ends and an alias adds that size, so the count is the expanded one while the
-work stays linear in the file.
+work stays linear in the file. The same pass refuses, with its line, what would otherwise fail
+later with a traceback: a key that is a list or a mapping, and an integer too large to convert
+to decimal (and so to print). A file is read only when it is a regular file: a named pipe, a
+directory or a device at the path is an error, never a hang.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import os
-from typing import Any
+import stat
+from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import TaggedScalar
@@ -23,6 +28,7 @@ from ruamel.yaml.events import (
     ScalarEvent,
     SequenceStartEvent,
 )
+from ruamel.yaml.nodes import ScalarNode
 
 from dsh_loop_brake.harness.errors import PatchError
 
@@ -30,6 +36,7 @@ __all__ = [
     "CORE_TAGS",
     "MAX_BYTES",
     "MAX_DEPTH",
+    "MAX_INTEGER_DIGITS",
     "MAX_NODES",
     "check_events",
     "item_line",
@@ -44,6 +51,11 @@ __all__ = [
 MAX_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+MAX_INTEGER_DIGITS = 4300
+"""The most decimal digits an integer may have: Python's own limit for converting one to text."""
+
+_INT_TAG: Final = "tag:yaml.org,2002:int"
+_BASES: Final = {"0x": 16, "0o": 8, "0b": 2}
 
 _CORE = ("str", "int", "float", "bool", "null", "seq", "map")
 CORE_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in _CORE)
@@ -58,9 +70,30 @@ def round_trip_yaml() -> YAML:
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
-    """The file's UTF-8 text; a file over ``MAX_BYTES`` is refused before it is read whole."""
-    with open(path, "rb") as stream:
-        data = stream.read(MAX_BYTES + 1)
+    """The file's UTF-8 text; a file over ``MAX_BYTES`` is refused before it is read whole.
+
+    Only a regular file (or a symbolic link to one) is read: a named pipe, a directory, a socket
+    or a device at the path is a :class:`PatchError`. The file is opened without blocking, so
+    a pipe nobody writes to cannot hang the command. A missing file raises ``FileNotFoundError``
+    (callers decide whether that means "no file"); other OS errors propagate too.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise PatchError(
+                f"this is {_file_kind(mode)}, not a file; a patch or profile file must be a "
+                "regular file (move it away, or point at the real file)",
+                path,
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as stream:
+            fd = -1  # the stream owns it now
+            data = stream.read(MAX_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > MAX_BYTES:
         raise PatchError(
             f"the file is larger than {MAX_BYTES // (1024 * 1024)} MiB, which is more than any "
@@ -74,20 +107,41 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise PatchError("the file is not UTF-8 text", path, line) from None
 
 
-def check_events(text: str, path: str | os.PathLike[str]) -> int:
-    """Refuse non-core tags, nesting deeper than ``MAX_DEPTH`` and over ``MAX_NODES`` nodes.
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
 
-    Returns the number of nodes, counting each alias as the nodes it stands for.
+
+def check_events(text: str, path: str | os.PathLike[str]) -> int:
+    """Refuse what cannot be loaded safely or used, each with its line, before constructing.
+
+    Non-core tags, nesting deeper than ``MAX_DEPTH``, over ``MAX_NODES`` nodes, a key that is a
+    list or a mapping (or an alias to one), and an integer of more than ``MAX_INTEGER_DIGITS``
+    decimal digits. Returns the number of nodes, counting each alias as the nodes it stands for.
     """
     depth = 0
     total = 0
     sizes: dict[str, int] = {}
     defined: set[str] = set()
+    collections: set[str] = set()  # anchors of lists and mappings
     open_anchors: list[tuple[str | None, int]] = []  # per open collection: anchor, total at start
+    # Per open collection: None for a list; for a mapping, whether its next node is a key.
+    key_next: list[bool | None] = []
+    yaml = YAML(typ="rt")
     try:
-        for event in YAML(typ="rt").parse(io.StringIO(text)):
+        for event in yaml.parse(io.StringIO(text)):
             line = event.start_mark.line + 1
             if isinstance(event, NodeEvent):
+                is_key = bool(key_next) and key_next[-1] is True
+                if key_next and key_next[-1] is not None:
+                    key_next[-1] = not key_next[-1]  # a mapping's nodes alternate: key, value
                 if isinstance(event, AliasEvent):
                     anchor = str(event.anchor)
                     if anchor not in sizes:
@@ -99,6 +153,8 @@ def check_events(text: str, path: str | os.PathLike[str]) -> int:
                                 line,
                             )
                         raise PatchError(f"the alias *{anchor} has no anchor &{anchor}", path, line)
+                    if is_key and anchor in collections:
+                        raise _collection_key(path, line)
                     total += sizes[anchor]
                 else:
                     _check_tag(getattr(event, "tag", None), path, line)
@@ -120,6 +176,8 @@ def check_events(text: str, path: str | os.PathLike[str]) -> int:
                         line,
                     )
                 if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
+                    if is_key:
+                        raise _collection_key(path, line)
                     depth += 1
                     if depth > MAX_DEPTH:
                         raise PatchError(
@@ -127,11 +185,18 @@ def check_events(text: str, path: str | os.PathLike[str]) -> int:
                             path,
                             line,
                         )
-                    open_anchors.append((_anchor(event), total - 1))
-                elif isinstance(event, ScalarEvent) and event.anchor is not None:
-                    sizes[str(event.anchor)] = 1
+                    anchor_name = _anchor(event)
+                    if anchor_name is not None:
+                        collections.add(anchor_name)
+                    open_anchors.append((anchor_name, total - 1))
+                    key_next.append(True if isinstance(event, MappingStartEvent) else None)
+                elif isinstance(event, ScalarEvent):
+                    if event.anchor is not None:
+                        sizes[str(event.anchor)] = 1
+                    _check_scalar(event, yaml, path, line)
             elif isinstance(event, CollectionEndEvent):
                 depth -= 1
+                key_next.pop()
                 ended, start = open_anchors.pop()
                 if ended is not None:
                     sizes[ended] = total - start
@@ -151,6 +216,12 @@ def load_text(text: str, path: str | os.PathLike[str], yaml: YAML | None = None)
         raise _malformed(exc, path) from None
     except YAMLError as exc:
         raise PatchError(f"malformed YAML: {_one_line(str(exc))}", path) from None
+    except (ValueError, TypeError, OverflowError, ArithmeticError, LookupError) as exc:
+        # A value the checks above let through but the constructor cannot build: still the
+        # file's problem, so one line naming it rather than a traceback.
+        raise PatchError(
+            f"cannot load the YAML ({type(exc).__name__}: {_one_line(str(exc))[:200]})", path
+        ) from None
 
 
 def load_path(path: str | os.PathLike[str], yaml: YAML | None = None) -> Any:
@@ -191,6 +262,47 @@ def item_line(sequence: object, index: int, default: int | None = None) -> int |
         return int(sequence.lc.item(index)[0]) + 1  # type: ignore[attr-defined]
     except (AttributeError, KeyError, TypeError, IndexError):
         return default
+
+
+def _collection_key(path: str | os.PathLike[str], line: int) -> PatchError:
+    return PatchError(
+        "a key here is a list or a mapping; a key must be a plain value such as a name",
+        path,
+        line,
+    )
+
+
+def _check_scalar(event: ScalarEvent, yaml: YAML, path: str | os.PathLike[str], line: int) -> None:
+    """Refuse an integer with more decimal digits than Python converts (or json can print)."""
+    value = str(event.value)
+    if len(value) <= MAX_INTEGER_DIGITS // 4:  # cheap: no integer this short is too large
+        return
+    tag = getattr(event, "tag", None)
+    if tag is not None:
+        tag = str(getattr(tag, "value", tag))
+    elif event.style is None:  # a plain scalar: resolved the way the loader will resolve it
+        tag = str(yaml.resolver.resolve(ScalarNode, value, event.implicit))
+    if tag != _INT_TAG:
+        return
+    digits = _decimal_digits(value)
+    if digits > MAX_INTEGER_DIGITS:
+        raise PatchError(
+            f"an integer of about {digits:,} decimal digits is too large to use (at most "
+            f"{MAX_INTEGER_DIGITS:,} digits); write a smaller number",
+            path,
+            line,
+        )
+
+
+def _decimal_digits(text: str) -> int:
+    """How many decimal digits the YAML integer ``text`` has (an upper bound for other bases)."""
+    text = text.replace("_", "").lstrip("+-")
+    base = _BASES.get(text[:2].lower(), 10)
+    digits = (text[2:] if base != 10 else text).lstrip("0")
+    if base == 10:
+        return len(digits)
+    bits = len(digits) * int(math.log2(base))
+    return int(bits * math.log10(2)) + 1
 
 
 def _anchor(event: NodeEvent) -> str | None:
