@@ -7,17 +7,14 @@ user's mistake is one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn
 
-from dsh_loop_brake._config import Source
+from dsh_loop_brake import config_command
 from dsh_loop_brake.exits import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -28,23 +25,10 @@ from dsh_loop_brake.exits import (
     write_line,
 )
 from dsh_loop_brake.harness.errors import HarnessError
-from dsh_loop_brake.harness.profiles import (
-    default_home,
-    install,
-    profile_dir,
-    resolve_home,
-    uninstall,
-)
+from dsh_loop_brake.harness.profiles import install, resolve_home, uninstall
 from dsh_loop_brake.hooks import command as hook_command
-from dsh_loop_brake.loop_brake import ENV_VAR, PLUGIN_NAME, LoopBrakeConfigError
-from dsh_loop_brake.profile_options import (
-    LOOP_BRAKE_ROW,
-    LoopBrakeSetting,
-    add_profile_options,
-    add_strict_option,
-    compose_profile,
-    resolve_loop_brake,
-)
+from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrakeConfigError
+from dsh_loop_brake.profile_options import add_profile_options
 from dsh_loop_brake.replay import command as replay_command
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "parse_arguments"]
@@ -95,87 +79,6 @@ def _run_uninstall(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# config
-
-
-def _configure_config(parser: argparse.ArgumentParser) -> None:
-    add_profile_options(parser)
-    add_strict_option(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _run_config(args: argparse.Namespace) -> int:
-    home = resolve_home(args.home)
-    composition = compose_profile(args.profile, home, args.patches)
-    setting = resolve_loop_brake(composition)
-    if args.json:
-        print(json.dumps(_config_json(setting), indent=2, ensure_ascii=False, default=str))
-        if setting.row is None:  # stdout is for the JSON; the person still needs the hint
-            sys.stderr.write(_install_hint(args.profile, home))
-    else:
-        _print_config_text(setting, args.profile, home, sys.stdout)
-    return EXIT_OK
-
-
-def _config_json(setting: LoopBrakeSetting) -> dict[str, Any]:
-    resolved = setting.max_repeats
-    return {
-        "row": None if setting.row is None else setting.row.as_dict(),
-        "maxRepeats": None if resolved is None else resolved.value,
-        "source": None if resolved is None else resolved.source.label,
-        "skipped": [entry.as_dict() for entry in setting.composition.skipped],
-    }
-
-
-def _print_config_text(setting: LoopBrakeSetting, profile: str, home: Path, out: TextIO) -> None:
-    row = setting.row
-    where = profile_dir(home, profile)
-    if row is None:
-        out.write(f"profile {profile!r} ({where}) has no {LOOP_BRAKE_ROW} row.\n")
-        out.write(_install_hint(profile, home))
-    else:
-        sources = row.sources
-        out.write(f"profile:     {profile} ({where})\n")
-        out.write(f"row:         {row.id} (plugin {row.name}), inserted by {sources.get('id')}\n")
-        if row.disabled:
-            out.write(f"state:       disabled by {sources.get('disabled')}: the brake is off\n")
-        else:
-            out.write("state:       enabled\n")
-        if row.config is None:
-            shown = "none (the defaults)"
-        else:
-            shown = json.dumps(row.config, ensure_ascii=False, default=str)
-        set_by = f", set by {sources['config']}" if "config" in sources else ""
-        out.write(f"config:      {shown}{set_by}\n")
-        if setting.max_repeats is None:
-            out.write(f"maxRepeats:  unusable ({setting.problem})\n")
-        else:
-            resolved = setting.max_repeats
-            out.write(f"maxRepeats:  {resolved.value} (from {_describe(resolved.source)})\n")
-    skipped = setting.composition.skipped
-    if not skipped:
-        out.write("skipped:     none\n")
-    else:
-        out.write(f"skipped:     {len(skipped)} patch{'es' if len(skipped) != 1 else ''}\n")
-        for entry in skipped:
-            out.write(f"  {entry}\n")
-
-
-def _install_hint(profile: str, home: Path) -> str:
-    # A command to paste: --home only when the default home would be another one.
-    home_option = f" --home {shlex.quote(str(home))}" if home != default_home() else ""
-    return f"hint: add it with `{PROG} install --profile {profile}{home_option}`\n"
-
-
-def _describe(source: Source) -> str:
-    if source.kind == "default":
-        return "the default; neither the row nor the environment sets it"
-    if source.kind == "env":
-        return f"the environment variable {ENV_VAR}; the row does not set it"
-    return str(source)
-
-
-# ---------------------------------------------------------------------------------------------
 # The command table and main
 
 
@@ -194,9 +97,9 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "config",
-        "show the composed loop-brake row, the resolved maxRepeats and where it came from",
-        _configure_config,
-        _run_config,
+        "show both plugins' composed rows, every resolved setting and where it came from",
+        config_command.add_arguments,
+        config_command.run,
     ),
     Command(
         "replay",

@@ -9,7 +9,9 @@ Shared by ``config``, ``replay`` and every command to come, so no command import
 * :func:`row_max_repeats` — a ``loop-brake`` row's ``maxRepeats`` resolved as the plugin does
   (row, then environment, then default) with a typed :class:`~dsh_loop_brake._config.Source`
   carrying the patch file and line; a bad value is a ``LoopBrakeConfigError`` whose message
-  starts with that file and line.
+  starts with that file and line;
+* :func:`resolve_circuit_breaker` — the ``circuit-breaker`` row's every key, resolved and
+  validated as the plugin does at apply, with the layer (file:line) or default of each.
 """
 
 from __future__ import annotations
@@ -21,28 +23,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from dsh_loop_brake import circuit_breaker
 from dsh_loop_brake._config import Resolved, Source, resolve_max_repeats_with_source
 from dsh_loop_brake.exits import warn
 from dsh_loop_brake.harness.errors import locate
 from dsh_loop_brake.harness.layers import compose
 from dsh_loop_brake.harness.patches import Composition
 from dsh_loop_brake.harness.profiles import profile_dir, profile_names
-from dsh_loop_brake.harness.types import Row
+from dsh_loop_brake.harness.types import Origin, Row
 from dsh_loop_brake.loop_brake import LoopBrakeConfigError
 
 __all__ = [
+    "CIRCUIT_BREAKER_ROW",
     "DEFAULT_STORE",
     "LOOP_BRAKE_ROW",
+    "CircuitBreakerSetting",
     "LoopBrakeSetting",
     "add_profile_options",
     "add_strict_option",
     "compose_profile",
     "missing_profile_message",
+    "resolve_circuit_breaker",
     "resolve_loop_brake",
     "row_max_repeats",
 ]
 
 LOOP_BRAKE_ROW: Final = "loop-brake"
+CIRCUIT_BREAKER_ROW: Final = circuit_breaker.ROW_ID
 
 DEFAULT_STORE: Final = "memory:"
 """The loop brake's store when its row configures none (the stores add ``store`` to the row)."""
@@ -145,6 +152,8 @@ class LoopBrakeSetting:
     max_repeats: Resolved | None
     composition: Composition
     problem: str | None = None
+    # The store URL the brake keeps its streaks in (password as ***). The row's `store` key and
+    # DSH_LOOP_BRAKE_STORE come with the stores; until then every brake keeps them in memory.
     store: str = DEFAULT_STORE
 
 
@@ -189,3 +198,48 @@ def row_max_repeats(row: Row, environ: Mapping[str, str] | None = None) -> Resol
         None if origin is None else origin.path, None if origin is None else origin.line
     )
     return resolved._replace(source=located)
+
+
+# ---------------------------------------------------------------------------------------------
+# The circuit-breaker row
+
+
+@dataclass(frozen=True)
+class CircuitBreakerSetting:
+    """The composition's ``circuit-breaker`` row, every key resolved, and where each came from.
+
+    ``config`` holds every key of the breaker's configuration as the plugin would apply it
+    (defaults filled in); ``sources`` maps each key to the :class:`Origin` that set it, or None
+    for the default. ``config`` is None when a disabled row's config would be rejected
+    (``problem`` says why; a disabled row is not applied, so that is no error).
+    """
+
+    row: Row
+    config: dict[str, object] | None
+    sources: dict[str, Origin | None]
+    problem: str | None = None
+
+
+def resolve_circuit_breaker(composition: Composition) -> CircuitBreakerSetting | None:
+    """Resolve the ``circuit-breaker`` row as the plugin would at apply; None without one.
+
+    Raises ``CircuitBreakerConfigError`` (a ``LoopBrakeConfigError``; message prefixed with the
+    file and line of the key at fault) when an enabled row would be rejected.
+    """
+    row = composition.row(CIRCUIT_BREAKER_ROW)
+    if row is None:
+        return None
+    try:
+        resolved = circuit_breaker.resolve_config(row.config).as_row_config()
+    except LoopBrakeConfigError as error:
+        origin = row.config_origin(error.key)
+        if origin is not None:
+            locate(error, origin.path, origin.line)
+        if not row.disabled:
+            raise
+        return CircuitBreakerSetting(row, None, {}, problem=str(error))
+    given = row.config or {}
+    sources = {
+        key: row.config_origin(key) if given.get(key) is not None else None for key in resolved
+    }
+    return CircuitBreakerSetting(row, resolved, sources)

@@ -55,6 +55,9 @@ def test_the_bundle_row_with_the_default(run_cli: RunCli, home: Path) -> None:
         "maxRepeats": 3,
         "source": "default",
         "skipped": [],
+        "circuitBreaker": None,
+        "store": "memory:",
+        "ignoredEnv": [],
     }
 
 
@@ -139,10 +142,10 @@ def test_the_text_output_names_row_value_source_and_skips(
     done = run_cli("config", "--home", str(home), "--patch", str(stray))
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "row:         loop-brake (plugin dsh-loop-brake)" in out
-    assert "state:       enabled" in out
-    assert f'config:      {{"maxRepeats": 6}}, set by {home_patch}:2' in out
-    assert f"maxRepeats:  6 (from {home_patch}:3)" in out
+    assert "\nrow: loop-brake (plugin dsh-loop-brake)" in out
+    assert "\nstate: enabled\n" in out
+    assert f'\nconfig: {{"maxRepeats": 6}}, set by {home_patch}:2\n' in out
+    assert f"\nmaxRepeats: 6 (from {home_patch}:3)\n" in out
     assert f"{stray}:1: patch for row 'nope' skipped: no row has this id" in out
     env_done = run_cli(
         "config",
@@ -152,7 +155,7 @@ def test_the_text_output_names_row_value_source_and_skips(
         str(write(tmp_path / "empty.yml", "- id: loop-brake\n  config: null\n")),
         env={ENV: "4"},
     )
-    assert "maxRepeats:  4 (from the environment variable DSH_LOOP_BRAKE_MAX_REPEATS" in (
+    assert "maxRepeats: 4 (from the environment variable DSH_LOOP_BRAKE_MAX_REPEATS" in (
         env_done.stdout
     )
 
@@ -164,6 +167,9 @@ def test_no_row_prints_nulls_and_a_hint(run_cli: RunCli, tmp_path: Path) -> None
         "maxRepeats": None,
         "source": None,
         "skipped": [],
+        "circuitBreaker": None,
+        "store": "memory:",
+        "ignoredEnv": [],
     }
     done = run_cli("config", "--home", str(empty_home), "--profile", "ci")
     assert done.returncode == 0
@@ -177,7 +183,7 @@ def test_a_disabled_row_is_shown_as_such(run_cli: RunCli, home: Path) -> None:
     assert shown["row"]["disabled"] is True
     assert shown["maxRepeats"] == 3
     text = run_cli("config", "--home", str(home)).stdout
-    assert f"state:       disabled by {home / 'cordis.patch.yml'}:2: the brake is off" in text
+    assert f"state: disabled by {home / 'cordis.patch.yml'}:2: the brake is off" in text
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,7 @@ def compose_layers(layers: Iterable[Layer]) -> Composition:
     """Apply each layer's patches in order over an empty row list."""
     rows: dict[str, dict[str, Any]] = {}
     sources: dict[str, dict[str, Origin]] = {}
+    history: dict[str, dict[str, list[Origin]]] = {}  # per row and key: every layer that set it
     skipped: list[SkippedPatch] = []
     read: list[Layer] = []
     for layer in layers:
@@ -116,6 +117,7 @@ def compose_layers(layers: Iterable[Layer]) -> Composition:
                     sources[spec.id] = {
                         key: Origin(layer, spec.lines.get(key, spec.line)) for key in spec.lines
                     }
+                    history[spec.id] = {key: [at] for key, at in sources[spec.id].items()}
                 continue
             patch = operation.values
             row = rows.get(patch.id)
@@ -137,17 +139,21 @@ def compose_layers(layers: Iterable[Layer]) -> Composition:
                 continue
             assert row is not None
             origin = sources[patch.id]
+            earlier = history[patch.id]
             for key in ("config", "disabled"):
                 if key in patch.values:
                     row[key] = patch.values[key]
                     origin[key] = Origin(layer, patch.lines.get(key))
+                    earlier.setdefault(key, []).append(origin[key])
             if "config" in patch.values:
-                # The whole config is replaced, so is the provenance of every key inside it.
+                # The whole config is replaced, so is the provenance of every key inside it
+                # (the history keeps the earlier layers, so `config` can name them).
                 for key in [key for key in origin if key.startswith("config.")]:
                     del origin[key]
                 for key, line in patch.lines.items():
                     if key.startswith("config."):
                         origin[key] = Origin(layer, line)
+                        earlier.setdefault(key, []).append(origin[key])
     composed = tuple(
         Row(
             id=row_id,
@@ -155,6 +161,7 @@ def compose_layers(layers: Iterable[Layer]) -> Composition:
             config=values["config"],
             disabled=values["disabled"],
             sources=dict(sources[row_id]),
+            history={key: tuple(found) for key, found in history[row_id].items()},
         )
         for row_id, values in rows.items()
     )

@@ -93,6 +93,8 @@ class Row:
 
     ``sources`` maps each key (``id``, ``name``, ``config``, ``disabled`` and, for the keys
     inside the config, ``config.<key>``) to the :class:`Origin` of the layer that set it last.
+    ``history`` maps the same keys to every layer that set them, oldest first — also a
+    ``config.<key>`` that a later layer's ``config:`` replaced away.
     """
 
     id: str
@@ -100,6 +102,21 @@ class Row:
     config: dict[str, Any] | None = None
     disabled: bool = False
     sources: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
+    history: Mapping[str, tuple[Origin, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def overridden(self, key: str) -> tuple[Origin, ...]:
+        """The layers that set ``key`` before the one whose value stands (oldest first).
+
+        For a key that no longer stands (a later ``config:`` left it out): every layer that
+        set it.
+        """
+        found = self.history.get(key, ())
+        current = self.sources.get(key)
+        if current is not None and found and found[-1] == current:
+            return found[:-1]
+        return found
 
     def config_origin(self, key: str | None) -> Origin | None:
         """Where the config key ``key`` was set (else where the whole config was set), or None."""
@@ -121,9 +138,14 @@ class SkippedPatch:
     reason: str
     line: int | None = None
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, Any]:
         """The entry as ``config --json`` prints it under ``skipped``."""
-        return {"layer": str(self.layer.path), "id": self.id, "reason": self.reason}
+        return {
+            "layer": str(self.layer.path),
+            "line": self.line,
+            "id": self.id,
+            "reason": self.reason,
+        }
 
     def __str__(self) -> str:
         where = str(self.layer.path) if self.line is None else f"{self.layer.path}:{self.line}"
