@@ -7,12 +7,13 @@ user's mistake is one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from dsh_loop_brake import config_command
 from dsh_loop_brake.exits import (
@@ -131,7 +132,9 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         prog=PROG,
         description="Stop runaway AI-agent tool loops in code, outside the model.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="show the version and exit"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in commands:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -150,14 +153,28 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit code: 0 ok, 1 denials with --fail-on-denial, 2 error."""
+    _tolerant_output()
     args = parse_arguments(argv)
-    with _StderrLogging() as shown:
+    if sys.stdout is None:  # started with standard output closed (`dsh-loop-brake config >&-`)
+        write_line(
+            error_line(
+                "standard output is closed, so nothing could be reported; run the command with "
+                "it open (redirect it to /dev/null to discard the output)"
+            ),
+            sys.stderr,
+        )
+        return EXIT_USAGE
+    with _StderrLogging() as shown, _GuardedStdout.installed():
         try:
             code: int = args.run(args)
             sys.stdout.flush()
         except BrokenPipeError:  # e.g. `dsh-loop-brake config | head -1`: not an error
             _silence_stdout()
             return EXIT_OK
+        except _StdoutFailed as exc:
+            _silence_stdout()
+            write_line(error_line(str(exc)), sys.stderr)
+            return EXIT_USAGE
         except USER_ERRORS as exc:
             write_line(error_line(_message(exc)), sys.stderr)
             return EXIT_USAGE
@@ -168,6 +185,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_line(strict_failure(shown.warnings), sys.stderr)
         return EXIT_USAGE
     return code
+
+
+def _tolerant_output() -> None:
+    """Characters the terminal's encoding cannot show become escapes, never a crash.
+
+    With ``PYTHONIOENCODING=latin-1`` (or a C locale) a path with other characters would raise
+    ``UnicodeEncodeError`` while printing — after ``install`` had already written the profile.
+    JSON stays valid: the ``config --json`` writer escapes non-ASCII itself on such a stream.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a detached or odd stream
+                reconfigure(errors="backslashreplace")
+
+
+class _StdoutFailed(Exception):
+    """Standard output cannot be written (a full disk, an I/O error): not the user's files."""
+
+    @classmethod
+    def of(cls, error: OSError) -> _StdoutFailed:
+        return cls(f"cannot write to standard output ({error.strerror or error})")
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: a failed write says it was standard output.
+
+    An ``OSError`` from writing the report (``> /dev/full``) would otherwise read like a
+    problem with one of the user's files. A reader that went away stays ``BrokenPipeError``.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    @classmethod
+    @contextlib.contextmanager
+    def installed(cls) -> Iterator[None]:
+        original = sys.stdout
+        sys.stdout = cls(original)
+        try:
+            yield
+        finally:
+            sys.stdout = original
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutFailed(
+                f"cannot write to standard output ({exc.strerror or exc})"
+            ) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutFailed(
+                f"cannot write to standard output ({exc.strerror or exc})"
+            ) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _message(exc: BaseException) -> str:
@@ -220,6 +303,14 @@ class _StderrLogging(logging.Handler):
     def __exit__(self, *exc_info: object) -> None:
         self._logger.removeHandler(self)
         self._logger.propagate = self._propagate
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked for (reading metadata costs every command)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        write_line(f"{parser.prog} {_version()}", sys.stdout)
+        parser.exit(EXIT_OK)
 
 
 def _version() -> str:
