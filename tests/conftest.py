@@ -11,6 +11,7 @@ import sysconfig
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -42,6 +43,51 @@ def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
     """Threads for a host that runs tool bodies (or whole calls) off the event loop."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as executor:
         yield executor
+
+
+# ---------------------------------------------------------------------------------------------
+# The smallest host a plugin can be applied to
+
+Guard = Callable[[Any], "str | None"]
+
+
+class FakeTools:
+    """A tool registry with only ``guard(fn) -> disposer`` (what the circuit breaker needs)."""
+
+    def __init__(self) -> None:
+        self.guards: list[Guard] = []
+
+    def guard(self, fn: Guard) -> Callable[[], None]:
+        self.guards.append(fn)
+        return lambda: self.guards.remove(fn)
+
+
+class FakeCtx:
+    """The smallest host: ``tools.guard`` and a fiber ``effect``; ``dispose`` undoes the effects.
+
+    ``effects`` holds what each effect callback returned (its disposer), in order.
+    """
+
+    def __init__(self) -> None:
+        self.tools = FakeTools()
+        self.effects: list[Any] = []
+
+    def effect(self, fn: Callable[[], Any]) -> None:
+        self.effects.append(fn())
+
+    def dispose(self) -> None:
+        effects, self.effects = self.effects, []
+        for disposer in reversed(effects):
+            if disposer is not None:
+                disposer()
+
+
+@pytest.fixture
+def fake_ctx() -> Iterator[FakeCtx]:
+    """A :class:`FakeCtx`, disposed after the test."""
+    ctx = FakeCtx()
+    yield ctx
+    ctx.dispose()
 
 
 @pytest.fixture

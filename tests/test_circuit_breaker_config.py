@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FakeCtx, FakeTools
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,26 +37,6 @@ TABLE = {
     "denyMessage": DEFAULT_DENY_MESSAGE,
     "incidentLog": "",
 }
-
-
-class FakeTools:
-    def __init__(self) -> None:
-        self.guards: list[Callable[[Any], str | None]] = []
-
-    def guard(self, fn: Callable[[Any], str | None]) -> Callable[[], None]:
-        self.guards.append(fn)
-        return lambda: self.guards.remove(fn)
-
-
-class FakeCtx:
-    """The smallest host: a registry with guard() and a fiber effect that records disposers."""
-
-    def __init__(self) -> None:
-        self.tools = FakeTools()
-        self.effects: list[Any] = []
-
-    def effect(self, fn: Callable[[], Any]) -> None:
-        self.effects.append(fn())
 
 
 # --- defaults -----------------------------------------------------------------------------

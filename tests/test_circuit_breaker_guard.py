@@ -6,43 +6,15 @@ import logging
 import sys
 import threading
 import unicodedata
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import FakeCtx
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, apply
 from dsh_loop_brake.harness import Agent, ToolExecution
-
-Guard = Callable[[Any], "str | None"]
-
-
-class FakeTools:
-    def __init__(self) -> None:
-        self.guards: list[Guard] = []
-
-    def guard(self, fn: Guard) -> Callable[[], None]:
-        self.guards.append(fn)
-        return lambda: self.guards.remove(fn)
-
-
-class FakeCtx:
-    """A host with just ``tools.guard`` and ``effect``; ``dispose`` runs the effects' disposers."""
-
-    def __init__(self) -> None:
-        self.tools = FakeTools()
-        self.disposers: list[Callable[[], None]] = []
-
-    def effect(self, fn: Callable[[], Any]) -> None:
-        disposer = fn()
-        if disposer is not None:
-            self.disposers.append(disposer)
-
-    def dispose(self) -> None:
-        for disposer in reversed(self.disposers):
-            disposer()
 
 
 class Host:
