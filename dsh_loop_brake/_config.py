@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, final
 
 from dsh_loop_brake._errors import InvalidMaxRepeatsError, LoopBrakeConfigError
 from dsh_loop_brake._short_repr import short_repr
@@ -22,7 +22,6 @@ __all__ = [
     "ENV_VAR",
     "Resolved",
     "Source",
-    "SourceKind",
     "integer_value",
     "normalize_max_repeats",
     "resolve_max_repeats",
@@ -35,25 +34,60 @@ CONFIG_KEYS: Final = ("maxRepeats",)
 
 _ROW_SOURCE: Final = "the loop-brake patch row"
 
-SourceKind = Literal["row", "env", "default", "option"]
+if TYPE_CHECKING:
+    from typing import Literal, TypeAlias
+
+    SourceKind: TypeAlias = Literal["row", "env", "default", "option"]
 
 
-class Source(NamedTuple):
-    """Where a resolved setting came from.
+@final
+class Source:
+    """Where a resolved setting came from (an immutable value).
 
     ``kind`` is ``"row"`` (the patch row's config; ``path`` and ``line`` of the patch file when
     known), ``"env"`` (``name`` is the environment variable), ``"default"``, or ``"option"``
     (``name`` is the command-line option that overrode everything else).
     """
 
+    # A slotted class, not a NamedTuple or dataclass: the core is imported by every hook
+    # process, and building either kind of class at import costs about a millisecond.
+    __slots__ = ("kind", "line", "name", "path")
+
     kind: SourceKind
-    name: str | None = None
-    path: str | None = None
-    line: int | None = None
+    name: str | None
+    path: str | None
+    line: int | None
+
+    def __init__(
+        self,
+        kind: SourceKind,
+        name: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "line", line)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kind, self.name, self.path, self.line)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Source) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Source({self.kind!r}, name={self.name!r}, path={self.path!r}, line={self.line!r})"
 
     def located(self, path: str | None, line: int | None = None) -> Source:
         """This source with the patch file (and line) that supplied the value."""
-        return self._replace(path=path, line=line)
+        return Source(self.kind, self.name, path, line)
 
     @property
     def label(self) -> str:
@@ -78,15 +112,41 @@ class Source(NamedTuple):
         return "the default"
 
 
-class Resolved(NamedTuple):
-    """A resolved ``maxRepeats``: the number, where it came from, and what it won over.
+@final
+class Resolved:
+    """A resolved ``maxRepeats`` (an immutable value): the number, where it came from, and what
+    it won over — ``ignored_env`` names the environment variables that are set but lose to the
+    row."""
 
-    ``ignored_env`` names the environment variables that are set but lose to the row.
-    """
+    __slots__ = ("ignored_env", "source", "value")
 
     value: int
     source: Source
-    ignored_env: tuple[str, ...] = ()
+    ignored_env: tuple[str, ...]
+
+    def __init__(self, value: int, source: Source, ignored_env: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "ignored_env", ignored_env)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resolved) and (
+            (self.value, self.source, self.ignored_env)
+            == (other.value, other.source, other.ignored_env)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.source, self.ignored_env))
+
+    def __repr__(self) -> str:
+        return f"Resolved({self.value!r}, {self.source!r}, ignored_env={self.ignored_env!r})"
+
+    def with_source(self, source: Source) -> Resolved:
+        """The same value with another (a located) source."""
+        return Resolved(self.value, source, self.ignored_env)
 
 
 def normalize_max_repeats(value: object, *, source: str = _ROW_SOURCE) -> int:

@@ -197,7 +197,7 @@ def row_max_repeats(row: Row, environ: Mapping[str, str] | None = None) -> Resol
     located: Source = resolved.source.located(
         None if origin is None else origin.path, None if origin is None else origin.line
     )
-    return resolved._replace(source=located)
+    return resolved.with_source(located)
 
 
 # ---------------------------------------------------------------------------------------------
