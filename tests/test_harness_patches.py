@@ -89,6 +89,7 @@ def test_a_patch_for_an_unknown_id_warns_and_does_not_insert(
     (entry,) = composition.skipped
     assert entry.as_dict() == {
         "layer": str(stray.path),
+        "line": 2,
         "id": "loop-brak",
         "reason": entry.reason,
     }
