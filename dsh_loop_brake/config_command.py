@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     breaker = resolve_circuit_breaker(composition)
     if args.json:
         document = _as_json(brake, breaker)
-        print(json.dumps(document, indent=2, ensure_ascii=not _utf8(sys.stdout)))
+        # default=str: a YAML date (which JSON has no type for) in a row is shown as its text.
+        print(json.dumps(document, indent=2, ensure_ascii=not _utf8(sys.stdout), default=str))
         if brake.row is None:  # stdout is for the JSON; the person still needs the hint
             sys.stderr.write(_install_hint(args.profile, home))
     else:
@@ -155,7 +156,7 @@ def _print_breaker(breaker: CircuitBreakerSetting | None, out: TextIO) -> None:
                 )
         else:
             where = f"from {origin}{_overriding(earlier)}"
-        out.write(f"  {key}: {json.dumps(value, ensure_ascii=False)} ({where})\n")
+        out.write(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)} ({where})\n")
 
 
 def _state(row: Row, off: str) -> str:
@@ -172,7 +173,7 @@ def _config_line(row: Row) -> str:
     if row.config is None:
         shown = "none (the defaults)"
     else:
-        shown = json.dumps(row.config, ensure_ascii=False)
+        shown = json.dumps(row.config, ensure_ascii=False, default=str)
     where = row.sources.get("config")
     if where is None:
         return shown

@@ -215,3 +215,18 @@ def test_strict_turns_every_warning_into_exit_2(
     assert strict.stdout == loose.stdout  # the report is still printed
     clean = run_cli("config", "--home", str(home), "--strict")
     assert clean.returncode == 0 and clean.stderr == ""
+
+
+def test_a_value_json_has_no_type_for_is_shown_not_a_traceback(
+    run_cli: RunCli, home: Path, tmp_path: Path
+) -> None:
+    # A disabled row is not validated, so its config reaches the output as YAML loaded it.
+    patch = write(
+        tmp_path / "off.yml",
+        "- id: loop-brake\n  disabled: true\n  config: {maxRepeats: 2024-01-01}\n",
+    )
+    shown = shown_json(run_cli, "--home", str(home), "--patch", str(patch))
+    assert shown["row"]["config"] == {"maxRepeats": "2024-01-01"} and shown["maxRepeats"] is None
+    text = run_cli("config", "--home", str(home), "--patch", str(patch))
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert 'config: {"maxRepeats": "2024-01-01"}' in text.stdout
