@@ -4,8 +4,9 @@ Every ``docs/*.md`` is picked up by itself (a new page needs no change here):
 
 * a ```` ```python ```` block runs alone in a fresh interpreter (``python -c``), as if pasted; when
   the block is followed by a line ``prints`` and a plain block, its output must be exactly that;
-* a ```` ```sh ```` (or ``bash``/``shell``/``console``) block's ``dsh-loop-brake ...`` lines run,
-  with the block's ``export`` lines, and must exit 0 (or 1 for ``--fail-on-denial``). Lines that
+* a ```` ```sh ```` (or ``bash``/``shell``/``console``) block's ``dsh-loop-brake ...`` lines run
+  (also when spelled as a path to it, ``~/.venvs/dsh/bin/dsh-loop-brake``), with the block's
+  ``export`` lines, and must exit 0 (or 1 for ``--fail-on-denial``). Lines that
   need the network or take minutes — ``pip``, ``python`` (benchmarks, the test suite) and
   anything else — are left out; ``pip install . && dsh-loop-brake replay`` runs its second half;
 * an example that cannot run here says so on the line above its fence, invisibly in the
@@ -200,8 +201,14 @@ def _commands(code: str) -> tuple[list[str], list[str]]:
                 continue
             if words[0] == "export":
                 exports.append(part)
-            elif words[0] == "dsh-loop-brake":
-                commands.append(part)  # bash expands `~` and globs, and drops the comment
+            elif Path(words[0]).name == "dsh-loop-brake":
+                # `~/.venvs/dsh/bin/dsh-loop-brake ...` is the sandbox's own dsh-loop-brake;
+                # bash expands `~` and globs in the rest, and drops a trailing comment.
+                commands.append(
+                    "dsh-loop-brake " + part.split(None, 1)[1]
+                    if len(words) > 1
+                    else "dsh-loop-brake"
+                )
     return exports, commands
 
 
