@@ -30,6 +30,7 @@ from dsh_loop_brake.harness.profiles import install, resolve_home, uninstall
 from dsh_loop_brake.hooks import command as hook_command
 from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrakeConfigError
 from dsh_loop_brake.profile_options import add_profile_options
+from dsh_loop_brake.mcp_proxy import command as mcp_proxy_command
 from dsh_loop_brake.replay import command as replay_command
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "parse_arguments"]
@@ -113,6 +114,12 @@ COMMANDS: list[Command] = [
         "the hook Claude Code, Codex CLI and gemini-cli run before each tool call; install it",
         hook_command.add_arguments,
         hook_command.run,
+    ),
+    Command(
+        "mcp-proxy",
+        "stand between an MCP client and a stdio MCP server, denying the calls of a tool loop",
+        mcp_proxy_command.add_arguments,
+        mcp_proxy_command.run,
     ),
     # More subcommands are added here: one Command(name, help, configure, run).
 ]
