@@ -123,11 +123,12 @@ class Proxy:
             for thread in threads:
                 thread.start()
             self._wait_for_a_side()
+            # A side has closed: the proxy answers nothing further. (Not under _out_lock: the
+            # server pump may hold it for a long line a descendant of the server never ends.)
+            self._answering = False
             if not self._exited:
                 self._stop_server()
-            with self._out_lock:
-                self._answering = False  # the server is gone: answer nothing further
-            threads[1].join(DRAIN_SECONDS)  # its last output still reaches the client
+            threads[1].join(DRAIN_SECONDS)  # the server's last output still reaches the client
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -209,7 +210,7 @@ class Proxy:
                 to_server, to_client = segment.data, None
                 self._say_oversized()
             if to_client is not None:
-                self._to_client(to_client, answer=True)
+                self._answer(to_client)
             if to_server is not None and server_alive:
                 try:
                     _write_all(server_in, to_server)
@@ -220,28 +221,45 @@ class Proxy:
         self._set("_client_closed")
 
     def _pump_server(self) -> None:
-        """Server lines to the client, as they came; responses watched when the session waits."""
+        """Server lines to the client, as they came; responses watched when the session waits.
+
+        A line too long to hold goes on in pieces; the output stays claimed from its first
+        piece to its last, so no answer of the proxy's lands in the middle of it.
+        """
         assert self._process is not None and self._process.stdout is not None
         session = self._session
-        for segment in segments(read_fd(self._process.stdout.fileno()), INSPECT_LIMIT):
-            if segment.whole and session.watching:
-                session.from_server(segment.data)
-            self._to_client(segment.data, answer=False)
+        claimed = False
+        try:
+            for segment in segments(read_fd(self._process.stdout.fileno()), INSPECT_LIMIT):
+                if segment.whole and session.watching:
+                    session.from_server(segment.data)
+                if not claimed:
+                    self._out_lock.acquire()
+                    claimed = True
+                self._write_out(segment.data)
+                if segment.data.endswith(b"\n"):  # between lines the proxy may answer
+                    self._out_lock.release()
+                    claimed = False
+        finally:
+            if claimed:
+                self._out_lock.release()
         self._set("_server_closed")
 
-    def _to_client(self, data: bytes, *, answer: bool) -> None:
+    def _answer(self, data: bytes) -> None:
+        """The proxy's own response, between two of the server's lines, while it may answer."""
         with self._out_lock:
-            if self._output_broken or (answer and not self._answering):
-                return
-            try:
-                _write_all(self._client_out, data)
-            except OSError:  # the client stopped reading: it is gone; keep draining the server
-                self._output_broken = True
-                broken = True
-            else:
-                broken = False
-        if broken:
-            self._set("_client_closed")
+            if self._answering:
+                self._write_out(data)
+
+    def _write_out(self, data: bytes) -> None:
+        """Write to the client (``_out_lock`` held); a client that stopped reading is gone."""
+        if self._output_broken:
+            return  # keep draining the server, so it never blocks on a full pipe
+        try:
+            _write_all(self._client_out, data)
+        except OSError:
+            self._output_broken = True
+            self._set("_client_closed")  # lock order: _out_lock, then _changed; never back
 
     def _say_oversized(self) -> None:
         if not self._oversized_said:
