@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``mcp-proxy`` options to ``parser``."""
     from dsh_loop_brake.profile_options import add_profile_options  # the shared --profile/--home
 
+    parser.usage = "%(prog)s [--profile NAME] [--home DIR] [--max-repeats N] -- COMMAND [ARG...]"
     add_profile_options(parser, patches=False)
     parser.add_argument(
         "--max-repeats",
