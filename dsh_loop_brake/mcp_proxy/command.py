@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="deny the Nth identical call in a row (overrides the profile's loop-brake row)",
     )
     parser.add_argument(
-        "command",
+        "server",  # not "command": the command line keeps the subcommand's name there
         nargs=argparse.REMAINDER,
         metavar="-- COMMAND [ARG...]",
         help="the stdio MCP server to start and brake",
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from dsh_loop_brake.mcp_proxy._pump import Proxy
     from dsh_loop_brake.mcp_proxy._session import ProxySession
 
-    command = list(args.command)
+    command = list(args.server)
     if command[:1] == ["--"]:
         del command[0]
     note = _notes()
