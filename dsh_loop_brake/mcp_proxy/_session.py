@@ -78,11 +78,6 @@ class ProxySession:
         self._failures: set[str] = set()  # exception types the brakes failed with, said once
 
     @property
-    def version(self) -> str | None:
-        """The protocol version ``initialize`` negotiated, if the client used it."""
-        return self._version
-
-    @property
     def watching(self) -> bool:
         """Whether a server line may answer a request the session waits on (else: skip it)."""
         return bool(self._pending)
