@@ -29,8 +29,8 @@ from dsh_loop_brake.harness.errors import HarnessError
 from dsh_loop_brake.harness.profiles import install, resolve_home, uninstall
 from dsh_loop_brake.hooks import command as hook_command
 from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrakeConfigError
-from dsh_loop_brake.profile_options import add_profile_options
 from dsh_loop_brake.mcp_proxy import command as mcp_proxy_command
+from dsh_loop_brake.profile_options import add_profile_options
 from dsh_loop_brake.replay import command as replay_command
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "parse_arguments"]

@@ -212,7 +212,7 @@ def test_no_command_is_a_usage_error(tmp_path: Path) -> None:
     assert proxy.output == b""
     assert (
         proxy.errors
-        == f"{NOTE}no server to start: give its command after --, e.g. -- npx -y SERVER\n"
+        == "error: no server to start: give its command after --, e.g. -- npx -y SERVER\n"
     )
 
 
@@ -221,7 +221,7 @@ def test_a_command_that_is_not_there_exits_127(tmp_path: Path) -> None:
     assert proxy.finish() == 127
     assert proxy.output == b""
     [line] = proxy.errors.splitlines()
-    assert line.startswith(f'{NOTE}cannot start "no-such-mcp-server-here": ')
+    assert line.startswith('error: cannot start "no-such-mcp-server-here": ')
     assert "s3cret" not in line
 
 

@@ -18,22 +18,21 @@ from collections.abc import Callable
 from typing import Final
 
 from dsh_loop_brake._short_repr import json_literal
+from dsh_loop_brake.exits import EXIT_USAGE, error_line, one_line, write_line
 from dsh_loop_brake.loop_brake import normalize_max_repeats
+from dsh_loop_brake.profile_options import add_profile_options
 
 __all__ = ["NOTE_PREFIX", "add_arguments", "run"]
 
 NOTE_PREFIX: Final = "dsh-loop-brake mcp-proxy: "
-"""How each of the proxy's own lines on stderr starts (the server's stderr is mixed in)."""
+"""How each line the proxy writes while it runs starts (the server's stderr is mixed in)."""
 
-EXIT_USAGE: Final = 2
 EXIT_CANNOT_RUN: Final = 126
 EXIT_NOT_FOUND: Final = 127
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``mcp-proxy`` options to ``parser``."""
-    from dsh_loop_brake.profile_options import add_profile_options  # the shared --profile/--home
-
     parser.usage = "%(prog)s [--profile NAME] [--home DIR] [--max-repeats N] -- COMMAND [ARG...]"
     add_profile_options(parser, patches=False)
     parser.add_argument(
@@ -59,9 +58,8 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.server)
     if command[:1] == ["--"]:
         del command[0]
-    note = _notes()
     if not command:
-        note("no server to start: give its command after --, e.g. -- npx -y SERVER")
+        _error("no server to start: give its command after --, e.g. -- npx -y SERVER")
         return EXIT_USAGE
     max_repeats = (
         None
@@ -73,34 +71,36 @@ def run(args: argparse.Namespace) -> int:
             brakes.loop_brake = LoopBrake(max_repeats)
         # One proxy process is one session: its own id, so proxies sharing a store never
         # share a streak or a breaker's count.
+        note = _notes()
         session = ProxySession(brakes, f"mcp-proxy/{uuid.uuid4().hex}", note)
         try:
             protocol_out = _claim_stdout()
         except OSError:
-            note("standard output is closed, so no client can hear the server; start it open")
+            _error("standard output is closed, so no client could hear the server; start it open")
             return EXIT_USAGE
         try:
             proxy = Proxy(command, session, note, client_in=0, client_out=protocol_out)
             try:
                 return proxy.run()
             except OSError as error:
-                note(f"cannot start {json_literal(command[0])}: {error.strerror or error}")
+                _error(f"cannot start {json_literal(command[0])}: {error.strerror or error}")
                 return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_RUN
         finally:
             _release_stdout(protocol_out)
 
 
+def _error(message: str) -> None:
+    """A mistake found before the session starts: ``error: ...``, as every command says it."""
+    write_line(error_line(message), sys.stderr)
+
+
 def _notes() -> Callable[[str], None]:
-    """One line on stderr per call, whole, from any thread."""
+    """What the proxy says while it runs: one line on stderr per call, whole, from any thread."""
     lock = threading.Lock()
 
     def note(text: str) -> None:
         with lock:
-            try:
-                sys.stderr.write(f"{NOTE_PREFIX}{text}\n")
-                sys.stderr.flush()
-            except (OSError, ValueError):  # stderr closed: diagnostics are not worth a crash
-                pass
+            write_line(NOTE_PREFIX + one_line(text), sys.stderr)
 
     return note
 
