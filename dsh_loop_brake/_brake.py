@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextvars import ContextVar
 from typing import Any, Final, final
 
 from dsh_loop_brake._canonical import HASH_PREFIX_LENGTH, call_digest, describe_unidentifiable
@@ -23,6 +24,9 @@ __all__ = [
 _WARNED_TOOLS_LIMIT: Final = 1024
 
 logger = logging.getLogger("dsh_loop_brake")
+
+# PROVISIONAL (wrap, until core's session() lands): the session of `with brake.session(...)`.
+_current_session: ContextVar[str | None] = ContextVar("dsh_loop_brake_session", default=None)
 
 
 # A session's streak is one int: the current call's SHA-256 digest in the low 256 bits and how
@@ -55,8 +59,10 @@ class LoopBrake:
         """The streak length at which a call is denied."""
         return self._max_repeats
 
-    def check(self, tool_name: str, args: Any, *, session_id: str = "default") -> int:
+    def check(self, tool_name: str, args: Any, *, session_id: str | None = None) -> int:
         """Count this call; return the streak, or raise ``LoopBrakeError`` when it is denied."""
+        if session_id is None:  # PROVISIONAL (wrap): the current session, else "default"
+            session_id = _current_session.get() or "default"
         if type(tool_name) is not str and not isinstance(tool_name, str):
             raise TypeError(
                 f"loop brake: the tool name must be a str, got {type(tool_name).__name__}"
@@ -85,6 +91,10 @@ class LoopBrake:
         if count >= self._max_repeats:
             raise LoopBrakeError(tool_name, count, self._max_repeats, digest.hex(), session_id)
         return count
+
+    def session(self, session_id: str) -> _Session:
+        """PROVISIONAL (wrap): ``with brake.session(id):`` makes ``id`` the current session."""
+        return _Session(session_id)
 
     def streak(self, session_id: str) -> tuple[str, int] | None:
         """The session's current call (hash prefix) and its count, or ``None``."""
@@ -121,3 +131,21 @@ class LoopBrake:
             json_literal(tool_name),
             describe_unidentifiable(error),
         )
+
+
+@final
+class _Session:
+    """PROVISIONAL (wrap, until core's lands): the context manager of ``LoopBrake.session``."""
+
+    __slots__ = ("_session_id", "_tokens")
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._tokens: list[Any] = []
+
+    def __enter__(self) -> str:
+        self._tokens.append(_current_session.set(self._session_id))
+        return self._session_id
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current_session.reset(self._tokens.pop())
