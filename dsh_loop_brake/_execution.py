@@ -1,17 +1,24 @@
-"""Reading a host's execution input: fields by key or by attribute, and the session of a call."""
+"""Reading a host's execution input: fields by key or by attribute, and the session of a call.
+
+Also the one warning a call that could not be read gets: it runs without the brake (fail open),
+and the ``dsh_loop_brake`` logger says so once per tool, naming types only, never a value.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "MAPPING_TYPES",
     "OBJECT_TYPES",
     "agent_session",
+    "execution_session",
     "read_field",
     "session_key",
     "session_of",
+    "warn_fail_open",
 ]
 
 
@@ -32,6 +39,23 @@ def agent_session(agent: object) -> str:
     if type(agent_id) is str and agent_id:
         return agent_id  # the usual id, a plain string: no conversion
     return session_of(agent_id)
+
+
+def execution_session(execution: object) -> str | None:
+    """The agent's id in an execution as a session key, or ``None`` when it names no agent.
+
+    ``None`` is the brake's "current session" (``brake.session(...)``, else ``"default"``).
+    """
+    agent = read_field(execution, "agent")
+    if agent is None:
+        return None
+    kind = type(agent)
+    agent_id = getattr(agent, "id", None) if kind in OBJECT_TYPES else read_field(agent, "id")
+    if type(agent_id) is str:
+        return agent_id or None  # the usual id, a plain string: no conversion
+    if agent_id is None or agent_id == "":
+        return None
+    return str(agent_id)
 
 
 def session_of(agent_id: object) -> str:
@@ -68,3 +92,33 @@ def _learn_is_mapping(source: object) -> bool:
 MAPPING_TYPES: set[type] = {dict}
 OBJECT_TYPES: set[type] = {type(None)}
 """Types known to be read by key (mappings) and by attribute (everything else)."""
+
+
+def warn_fail_open(tool: object, error: BaseException, reading: str) -> None:
+    """Say once per tool that a call of ``tool`` ran unbraked because ``reading`` raised ``error``.
+
+    ``tool`` is the tool's name, or ``None`` when even that could not be read. Names only the
+    tool and the exception's type: a value read from a call could be a secret.
+    """
+    # Imported here: a coding-agent hook is a new process per call, and most never warn.
+    from dsh_loop_brake._short_repr import json_literal
+
+    shown = json_literal(tool) if isinstance(tool, str) else "of unknown name"
+    with _warned_lock:
+        if shown in _warned or len(_warned) >= _WARNED_LIMIT:
+            return
+        _warned.add(shown)
+    import logging
+
+    logging.getLogger("dsh_loop_brake").warning(
+        "loop brake: a call of tool %s ran without the brake: %s raised %s",
+        shown,
+        reading,
+        type(error).__name__,
+    )
+
+
+# Tools warned about; bounded so that hostile names cannot grow it.
+_WARNED_LIMIT: Final = 1024
+_warned: set[str] = set()
+_warned_lock = threading.Lock()

@@ -1,21 +1,236 @@
-"""Braking a tool: a braked ``execute`` (``wrap_execute``) and a braked copy of a definition
-(``decorate_tool``)."""
+"""Braking a tool: a braked function (``wrap_execute``, ``LoopBrake.tool``) and a braked copy of
+a tool definition (``decorate_tool``).
+
+**Counting once.** A braked function counts its call and then runs the body *inside* that call:
+the braked calls in progress are a chain of ``_Call`` records in a ``ContextVar``, so the chain
+follows the body into every thread or task that inherits its context, and into no other. A
+braked function called inside a braked call of the same brake, session, tool and identical
+arguments runs its body without counting again: that is one call reaching the body through two
+wrappers (``decorate_tool(decorate_tool(x))``, a definition that wraps another and is registered
+over it). Any other call made inside a body -- another tool, other arguments, another session --
+counts. A call that enters through the plugin's execute seam is a new host call
+(``begin_host_call``): what ran around it does not make it a repeat of anything.
+
+**Tracebacks.** No frame of this module keeps the call's arguments when an exception (a denial
+above all) leaves it: each drops them from its locals first, so a traceback rendered with local
+variables -- what error trackers do by default -- shows none of them.
+
+**Finding a call's parts.** A braked ``execute`` takes what the host gives it and hands it on
+unchanged; the arguments are its first positional argument (else the keyword ``arguments`` or
+``args``, or the name of the function's own first parameter), the execution its second (else the
+keyword ``execution``, or the name of its second parameter).
+"""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
-import inspect
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, MutableMapping
+from contextvars import ContextVar, Token
+from types import CoroutineType
+from typing import Any, Final, TypeVar, final
 
 from dsh_loop_brake._brake import LoopBrake
-from dsh_loop_brake._execution import read_field, session_key
+from dsh_loop_brake._canonical import call_digest
+from dsh_loop_brake._errors import LoopBrakeError
+from dsh_loop_brake._execution import execution_session, read_field, warn_fail_open
+from dsh_loop_brake._short_repr import json_literal
 
-__all__ = ["decorate_tool", "with_execute", "wrap_execute"]
+__all__ = [
+    "BRAKES_ATTRIBUTE",
+    "BrakedDefinition",
+    "Switch",
+    "begin_host_call",
+    "brake_definition",
+    "brake_function",
+    "braked_execute",
+    "count_call",
+    "decorate_tool",
+    "end_host_call",
+    "inside_call",
+    "tool_name",
+    "with_execute",
+    "wrap_execute",
+]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+BRAKES_ATTRIBUTE: Final = "__loop_brakes__"
+"""On a braked function: the brakes that count its calls (``functools.wraps`` copies it on)."""
+
+
+@final
+class Switch:
+    """Whether braked functions brake (``on``) or pass every call straight through.
+
+    The plugin turns its switch off on dispose: what it braked while it lived runs unbraked.
+    """
+
+    __slots__ = ("on",)
+
+    def __init__(self, on: bool = True) -> None:
+        self.on = on
+
+
+_ALWAYS_ON: Final = Switch()
+
+
+# -- counting once ---------------------------------------------------------------------------
+
+
+@final
+class _Call:
+    """A braked call in progress: what a braked function called inside it compares itself to."""
+
+    __slots__ = ("_arguments", "_digest", "brake", "outer", "session", "tool")
+
+    def __init__(
+        self, brake: LoopBrake, tool: str, arguments: Any, session: str | None, outer: _Call | None
+    ) -> None:
+        self.brake = brake
+        self.tool = tool
+        self._arguments = arguments
+        self.session = session
+        self.outer = outer
+        self._digest: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"<braked call of tool {json_literal(self.tool)}>"  # never the arguments
+
+    def encloses(self, brake: LoopBrake, tool: str, arguments: Any, session: str | None) -> bool:
+        """Whether this call, or one it runs inside, is the very call these describe."""
+        call: _Call | None = self
+        while call is not None:
+            if (
+                call.brake is brake
+                and call.tool == tool
+                and call.session == session
+                and call._same_arguments(arguments)
+            ):
+                return True
+            call = call.outer
+        return False
+
+    def _same_arguments(self, arguments: Any) -> bool:
+        if arguments is self._arguments:
+            return True  # handed on as it came: the usual case, decided without hashing
+        try:
+            if self._digest is None:
+                self._digest = call_digest(self.tool, self._arguments)
+            return call_digest(self.tool, arguments) == self._digest
+        except Exception:
+            return False  # not identifiable: not the same call, as the brake sees it
+
+
+_running: ContextVar[_Call | None] = ContextVar("dsh_loop_brake_running", default=None)
+
+
+def count_call(
+    brake: LoopBrake, tool: str, arguments: Any, session: str | None, *, fresh: bool = False
+) -> _Call | None:
+    """Count one call (``LoopBrakeError`` when it is denied) and return the call to run it in.
+
+    ``None`` when it is not counted: it runs inside an identical braked call (unless ``fresh``,
+    a new host call), or the brake itself failed (the call is allowed, one warning per tool).
+    """
+    outer = None if fresh else _running.get()
+    try:
+        if outer is not None and outer.encloses(brake, tool, arguments, session):
+            return None
+        brake.check(tool, arguments, session_id=session)
+    except LoopBrakeError:
+        del arguments, outer  # none of the call left in this frame (see the module docstring)
+        raise
+    except Exception as error:
+        # Fail open: a brake must never block real work because its own parts failed.
+        warn_fail_open(tool, error, "the brake's check")
+        return None
+    return _Call(brake, tool, arguments, session, outer)
+
+
+def begin_host_call(call: _Call | None) -> Token[_Call | None] | None:
+    """Enter a call that came in through a host's ``execute``: ``call`` if the seam counted it.
+
+    A host call starts a chain of its own (a body that calls its own tool again through the
+    host makes a new call). Returns the token for ``end_host_call``, or ``None`` when there was
+    nothing to change.
+    """
+    if call is None and _running.get() is None:
+        return None  # the usual host call: nothing in progress around it, nothing to set
+    return _running.set(call)
+
+
+def end_host_call(token: Token[_Call | None]) -> None:
+    """Leave what ``begin_host_call`` entered."""
+    _running.reset(token)
+
+
+async def inside_call(awaitable: Any, call: _Call | None) -> Any:
+    """Await ``awaitable`` inside ``call``: a sync body's coroutine runs after the body returned."""
+    token = _running.set(call)
+    try:
+        return await awaitable
+    finally:
+        _running.reset(token)
+
+
+# -- braked functions ------------------------------------------------------------------------
+
+_Begin = Callable[[tuple[Any, ...], dict[str, Any]], "_Call | None"]
+"""Reads a call's arguments and session from what the function was given, and counts it."""
+
+
+def _braked(fn: Callable[..., Any], begin: _Begin, switch: Switch, brake: LoopBrake) -> Any:
+    """``fn`` with ``begin`` run before its body, inside the call ``begin`` counted."""
+    import inspect  # here, not at import: the core's import stays light for one-call processes
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def braked_async(*args: Any, **kwargs: Any) -> Any:
+            call = None
+            try:
+                if switch.on:
+                    call = begin(args, kwargs)  # before the body starts
+                if call is None:
+                    return await fn(*args, **kwargs)
+                token = _running.set(call)
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    _running.reset(token)
+            except BaseException:
+                del args, kwargs, call  # no argument in this frame's locals
+                raise
+
+        braked: Callable[..., Any] = braked_async
+    else:
+
+        @functools.wraps(fn)
+        def braked_sync(*args: Any, **kwargs: Any) -> Any:
+            call = None
+            try:
+                if switch.on:
+                    call = begin(args, kwargs)
+                if call is None:
+                    return fn(*args, **kwargs)
+                token = _running.set(call)
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    _running.reset(token)
+            except BaseException:
+                del args, kwargs, call  # no argument in this frame's locals
+                raise
+            if type(result) is CoroutineType:
+                # A sync function that hands back a coroutine (an async callable object): what
+                # its body calls runs when that is awaited, and must still be inside this call.
+                return inside_call(result, call)
+            return result
+
+        braked = braked_sync
+    setattr(braked, BRAKES_ATTRIBUTE, (*getattr(fn, BRAKES_ATTRIBUTE, ()), brake))
+    return braked
 
 
 def wrap_execute(
@@ -25,49 +240,286 @@ def wrap_execute(
     tool: str,
     session_id: str | None = None,
 ) -> Callable[..., Any]:
-    """``execute`` with ``brake.check`` run before it; async when ``execute`` is."""
-    if inspect.iscoroutinefunction(execute):
+    """``execute`` with ``brake.check`` run before it; async when ``execute`` is.
 
-        @functools.wraps(execute)
-        async def braked_async(args: Any, *rest: Any, **kwargs: Any) -> Any:
-            execution = rest[0] if rest else None
-            brake.check(tool, args, session_id=session_key(session_id, execution))
-            result: Awaitable[Any] = execute(args, *rest, **kwargs)
-            return await result
+    The session is ``session_id``, else the execution's agent id, else the current
+    ``brake.session(...)``, else ``"default"``.
+    """
+    return braked_execute(execute, brake, tool=tool, session_id=session_id)
 
-        return braked_async
 
-    @functools.wraps(execute)
-    def braked(args: Any, *rest: Any, **kwargs: Any) -> Any:
-        execution = rest[0] if rest else None
-        brake.check(tool, args, session_id=session_key(session_id, execution))
-        return execute(args, *rest, **kwargs)
+def braked_execute(
+    execute: Callable[..., Any],
+    brake: LoopBrake,
+    *,
+    tool: str,
+    session_id: str | None = None,
+    switch: Switch = _ALWAYS_ON,
+) -> Callable[..., Any]:
+    """``wrap_execute``, with the ``switch`` that turns it into a pass-through."""
+    if not callable(execute):
+        raise TypeError(f"wrap_execute needs a callable execute, got {type(execute).__name__}")
+    if not isinstance(tool, str):
+        raise TypeError(f"wrap_execute: the tool name must be a str, got {type(tool).__name__}")
+    places = _Places.of(execute)
 
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+        try:
+            arguments, session = places.read(args, kwargs)
+        except Exception as error:
+            warn_fail_open(tool, error, "reading its execution")
+            return None
+        try:
+            return count_call(brake, tool, arguments, session if session_id is None else session_id)
+        except BaseException:
+            del args, kwargs, arguments  # no argument in this frame's locals
+            raise
+
+    braked: Callable[..., Any] = _braked(execute, begin, switch, brake)
     return braked
 
 
+@final
+class _Places:
+    """Where a braked ``execute`` finds the arguments and the execution among what it is given."""
+
+    __slots__ = ("arguments", "execution")
+
+    def __init__(self, arguments: tuple[str, ...], execution: tuple[str, ...]) -> None:
+        self.arguments = arguments  # keywords the arguments may come by, first match wins
+        self.execution = execution
+
+    @classmethod
+    def of(cls, execute: Callable[..., Any]) -> _Places:
+        import inspect
+
+        first = second = ""
+        try:
+            parameters = list(inspect.signature(execute).parameters.values())
+        except (TypeError, ValueError):  # no signature to read (some builtins)
+            parameters = []
+        positional = [
+            parameter
+            for parameter in parameters
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        ]
+        if positional and positional[0].kind is positional[0].POSITIONAL_OR_KEYWORD:
+            first = positional[0].name
+        if len(positional) > 1 and positional[1].kind is positional[1].POSITIONAL_OR_KEYWORD:
+            second = positional[1].name
+        arguments = [first] + [name for name in ("arguments", "args") if name != second]
+        execution = [second] + [name for name in ("execution",) if name != first]
+        return cls(
+            tuple(dict.fromkeys(name for name in arguments if name)),
+            tuple(dict.fromkeys(name for name in execution if name)),
+        )
+
+    def read(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, str | None]:
+        """The call's arguments, and its session from the execution's agent (``None``: none)."""
+        if len(args) >= 2:
+            arguments, execution = args[0], args[1]  # the usual call: body(arguments, execution)
+        else:
+            execution = _first_of(kwargs, self.execution) if kwargs else None
+            if args:
+                arguments = args[0]
+            elif kwargs:
+                arguments = self._arguments_by_keyword(kwargs)
+            else:
+                arguments = None
+        if execution is None:
+            return arguments, None
+        return arguments, execution_session(execution)
+
+    def _arguments_by_keyword(self, kwargs: dict[str, Any]) -> Any:
+        for name in self.arguments:
+            if name in kwargs:
+                return kwargs[name]
+        # No keyword names them: the call's own keywords are its arguments.
+        return {key: value for key, value in kwargs.items() if key not in self.execution}
+
+
+def _first_of(kwargs: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
+        if name in kwargs:
+            return kwargs[name]
+    return None
+
+
+def brake_function(
+    fn: F, brake: LoopBrake, *, name: str | None = None, session_id: str | None = None
+) -> F:
+    """``LoopBrake.tool``: ``fn`` braked as a tool whose arguments are its parameters."""
+    import inspect
+
+    if not callable(fn):
+        raise TypeError(f"LoopBrake.tool decorates a function, got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"LoopBrake.tool: name must be a str, got {type(name).__name__}")
+    tool = name or getattr(fn, "__name__", None) or type(fn).__name__
+    signature = inspect.signature(fn)
+    parameters = signature.parameters
+    kinds = {parameter.name: parameter.kind for parameter in parameters.values()}
+    first = next(iter(parameters.values()), None)
+    # A method decorated in its class: the instance is not part of what the call asks for.
+    skipped = (
+        first.name
+        if first is not None
+        and first.name in ("self", "cls")
+        and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+        else None
+    )
+    var_positional, var_keyword = inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
+
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return None  # a call that does not fit: the function raises its own TypeError
+        try:
+            bound.apply_defaults()
+            arguments: dict[str, Any] = {}
+            for key, value in bound.arguments.items():
+                kind = kinds[key]
+                if kind is var_positional:
+                    arguments[key] = list(value)
+                elif kind is var_keyword:
+                    arguments.update(value)
+                elif key != skipped:
+                    arguments[key] = value
+            return count_call(brake, tool, arguments, session_id)
+        except BaseException:
+            del args, kwargs, bound  # no argument in this frame's locals
+            raise
+
+    braked: F = _braked(fn, begin, _ALWAYS_ON, brake)
+    return braked
+
+
+# -- braked definitions ----------------------------------------------------------------------
+
+
 def decorate_tool(definition: T, brake: LoopBrake) -> T:
-    """A copy of ``definition`` whose ``execute`` is braked under the definition's name."""
+    """A copy of ``definition`` whose ``execute`` is braked under the definition's name.
+
+    Raises ``TypeError`` for a definition without a callable ``execute``.
+    """
+    return brake_definition(definition, brake)
+
+
+def brake_definition(definition: T, brake: LoopBrake, *, switch: Switch = _ALWAYS_ON) -> T:
+    """``decorate_tool``, with the ``switch`` that turns its braked ``execute`` off."""
     execute = read_field(definition, "execute")
+    if not callable(execute):
+        raise TypeError(_without_execute(definition))
+    braked = braked_execute(execute, brake, tool=tool_name(definition, execute), switch=switch)
+    return with_execute(definition, braked)
+
+
+def tool_name(definition: object, execute: object) -> str:
+    """The name a definition's calls are counted under: its ``name``, else its body's name."""
     name = read_field(definition, "name")
-    if not callable(execute) or name is None:
-        return definition
-    return with_execute(definition, wrap_execute(execute, brake, tool=str(name)))
+    if type(name) is str and name:
+        return name
+    if name is not None and name != "":
+        return str(name)
+    fallback = getattr(execute, "__name__", None)
+    return fallback if isinstance(fallback, str) and fallback else type(definition).__name__
+
+
+def _without_execute(definition: object) -> str:
+    kind = type(definition).__name__
+    if callable(definition):
+        return (
+            f"decorate_tool needs a tool definition with a callable execute, got the {kind} "
+            f"{getattr(definition, '__name__', kind)!r}; to brake a plain function, decorate it "
+            "with @brake.tool (LoopBrake.tool)"
+        )
+    return (
+        f"decorate_tool needs a tool definition with a callable execute, got a {kind} without "
+        "one: give it an execute (a dataclass, object or mapping with name and execute)"
+    )
 
 
 def with_execute(definition: T, execute: Callable[..., Any]) -> T:
-    """A copy of ``definition`` with ``execute`` in place of its own; every other field kept."""
+    """A copy of ``definition`` with ``execute`` in place of its own; every other field kept.
+
+    Where the definition's class cannot hold a replaced ``execute`` (slots without room for
+    it, a read-only attribute, a property, an object that cannot be copied), a
+    ``BrakedDefinition`` that reads everything else from the original.
+    """
     if isinstance(definition, Mapping):
-        return {**definition, "execute": execute}  # type: ignore[return-value]
-    if dataclasses.is_dataclass(definition) and not isinstance(definition, type):
-        try:
-            return dataclasses.replace(definition, execute=execute)
-        except (TypeError, ValueError):
-            pass  # execute is not an init field: fall back to a shallow copy
+        mapping: T = _mapping_with(definition, execute)
+        return mapping
     if isinstance(definition, tuple) and hasattr(definition, "_replace"):
         # A NamedTuple: its fields are read-only properties that only _replace can set.
         replaced: T = definition._replace(execute=execute)
         return replaced
-    duplicate = copy.copy(definition)
-    object.__setattr__(duplicate, "execute", execute)
-    return duplicate
+    import dataclasses
+
+    if dataclasses.is_dataclass(definition) and not isinstance(definition, type):
+        try:
+            copied: T = dataclasses.replace(definition, execute=execute)
+        except (TypeError, ValueError):
+            pass  # execute is not an init field, or an InitVar needs a value: copy it instead
+        else:
+            return copied
+    import copy
+
+    try:
+        duplicate = copy.copy(definition)
+        if duplicate is not definition:
+            object.__setattr__(duplicate, "execute", execute)
+            if getattr(duplicate, "execute", None) is execute:
+                return duplicate
+    except Exception:
+        pass  # no room for execute (slots, a property), or it cannot be copied
+    proxy: T = BrakedDefinition(definition, execute)  # type: ignore[assignment]
+    return proxy
+
+
+def _mapping_with(definition: Mapping[str, Any], execute: Callable[..., Any]) -> Any:
+    if type(definition) is not dict and isinstance(definition, MutableMapping):
+        import copy
+
+        try:
+            duplicate = copy.copy(definition)  # keeps the mapping's own type
+            if duplicate is not definition:
+                duplicate["execute"] = execute
+                return duplicate
+        except Exception:
+            pass
+    return {**definition, "execute": execute}
+
+
+@final
+class BrakedDefinition:
+    """A braked stand-in for a definition whose class cannot hold a replaced ``execute``.
+
+    ``execute`` is the braked one; every other attribute is read from (and set on) the
+    original, and ``isinstance`` sees the original's class.
+    """
+
+    __slots__ = ("_loop_brake_original", "execute")
+
+    def __init__(self, original: object, execute: Callable[..., Any]) -> None:
+        object.__setattr__(self, "_loop_brake_original", original)
+        object.__setattr__(self, "execute", execute)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_loop_brake_original"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "execute":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._loop_brake_original, name, value)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type[Any]:  # what isinstance reads, after the type
+        return type(self._loop_brake_original)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*dir(self._loop_brake_original), "execute"})
+
+    def __repr__(self) -> str:
+        return f"<braked {self._loop_brake_original!r}>"

@@ -3,48 +3,51 @@
 Two seams, one count per call:
 
 * ``ctx.tools.register`` is patched so every definition registered while the plugin lives carries
-  a braked ``execute`` (``decorate_tool``). This is the enforcement path.
-* ``ctx.tools.execute`` is patched when the host has it, to catch tools registered before the
-  plugin was applied.
+  a braked ``execute`` (``decorate_tool``). This is the enforcement path: the braked body counts
+  its own call, however and whenever the host gets to it -- with a copy, a deep copy or a rebuilt
+  execution, in another thread or task, from a queue after ``execute`` returned. A braked body
+  that runs inside an identical braked call (a definition that wraps one and is registered over
+  it) does not count again; ``_wrapping`` says how.
+* ``ctx.tools.execute`` is patched when the host has it, and counts only the calls whose body
+  will not count itself: tools whose live definition the register seam did not brake (they were
+  registered before the plugin was applied). The live definition is the host's ``get(name)``;
+  for a host without one, the names the register seam braked answer instead.
 
-A host call that goes through both seams is counted once: the execute seam counts it and marks
-it in flight by the execution object's identity and by its call key (its call id, or for a call
-without one its tool name and arguments object); the braked body finds the mark (by identity,
-or by call key when the host hands it a copy) and runs unbraked. Marks are plain shared state
-under a lock, so this holds when the host runs bodies in another thread or task.
+A call is read by attribute or by key (``name``, ``arguments``, ``agent`` and its ``id``); call
+ids are not needed. Reading that fails (a property that raises) lets the call run unbraked, with
+one warning per tool: a brake must never block real work because its own parts failed.
+
+Applying patches both seams or neither (a ``TypeError`` says which attribute could not be set and
+why). Disposing turns both seams and every braked body into pass-throughs, forgets the streaks,
+and puts the registry's attributes back -- where another plugin's wrapper sits on top of ours, ours
+stays in place, passing calls through, and goes when the layer above it goes, if that is ours.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import threading
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable
+from types import CoroutineType
 from typing import Any, Final, Protocol, final
 
-from dsh_loop_brake._execution import OBJECT_TYPES, agent_session, read_field
-from dsh_loop_brake._wrapping import with_execute
+from dsh_loop_brake._execution import execution_session, read_field, warn_fail_open
+from dsh_loop_brake._wrapping import (
+    BRAKES_ATTRIBUTE,
+    Switch,
+    begin_host_call,
+    braked_execute,
+    count_call,
+    end_host_call,
+    inside_call,
+    tool_name,
+    with_execute,
+)
 from dsh_loop_brake.harness.hookspecs import hookimpl
-from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrake, decorate_tool, resolve_max_repeats
+from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrake, resolve_max_repeats
 
 __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
 ROW_ID: Final = "loop-brake"
-
-_CallKey = tuple[Hashable, ...]
-"""What tells a copy of an execution for its original: ``(session, call id)``, or for a call
-without an id ``(session, tool name, id of the arguments)``, which a shallow copy shares."""
-_Marks = tuple[int, _CallKey]
-"""What a call in flight is marked by: its execution object's id, and its call key."""
-
-_MISSING: Final = object()
-_ABSENT: Final = object()
-"""A body called without an execution (``body(arguments)``)."""
-
-
-def _given(execution: Any) -> tuple[Any, ...]:
-    """The execution as a positional argument (however it came): none when it was absent."""
-    return () if execution is _ABSENT else (execution,)
 
 
 class _Row(Protocol):
@@ -85,254 +88,268 @@ def dsh_apply(ctx: Any, row: _Row) -> LoopBrake | None:
 
 @final
 class _Installation:
-    """Both seams of one applied brake, the calls in flight, and how to undo it all."""
+    """Both seams of one applied brake, and how to undo them."""
 
-    __slots__ = ("_active", "_brake", "_in_flight", "_lock", "_saved", "_tools")
+    __slots__ = ("_brake", "_braked_names", "_patches", "_switch", "_tools")
 
     def __init__(self, tools: Any, brake: LoopBrake) -> None:
         self._tools = tools
         self._brake = brake
-        self._active = False
-        self._lock = threading.Lock()
-        # mark (see _Marks) -> how many executions with that mark are inside the execute seam
-        self._in_flight: dict[Hashable, int] = {}
-        # attribute name -> (our wrapper, the instance's own attribute or _MISSING)
-        self._saved: dict[str, tuple[Callable[..., Any], object]] = {}
+        self._switch = Switch(on=False)  # on once both seams are in
+        self._patches: tuple[_Patch, ...] = ()
+        # Names of the tools the register seam braked: the live definitions of a host without get.
+        self._braked_names: set[str] = set()
+
+    @property
+    def live(self) -> bool:
+        """Applied and not disposed."""
+        return self._switch.on
 
     def install(self) -> Callable[[], None]:
-        self._active = True
-        self._patch("register", self._register_seam(self._tools.register))
-        execute = getattr(self._tools, "execute", None)
-        if callable(execute):
-            self._patch("execute", self._execute_seam(execute))
+        tools = self._tools
+        patches = [_Patch(tools, "register", self._register_seam(tools.register), self)]
+        try:
+            execute = getattr(tools, "execute", None)
+            if callable(execute):
+                patches.append(_Patch(tools, "execute", self._execute_seam(execute), self))
+        except BaseException:
+            for patch in reversed(patches):
+                patch.undo()  # all or nothing: the registry exactly as it was
+            raise
+        self._patches = tuple(patches)
+        self._switch.on = True
         return self.dispose
 
     def dispose(self) -> None:
-        # Inactive seams and gates pass straight through, so definitions braked while the plugin
-        # lived run unbraked, and a call already inside a seam is not denied after dispose.
-        self._active = False
-        for name, (wrapper, own) in self._saved.items():
-            if _own_attribute(self._tools, name) is not wrapper:
-                continue  # patched again on top of ours: leave that layer alone
-            if own is _MISSING:
-                delattr(self._tools, name)
-            else:
-                setattr(self._tools, name, own)
-        self._saved.clear()
+        # Off first: definitions braked while the plugin lived run unbraked from now on, and a
+        # call already inside a seam is not denied after dispose.
+        self._switch.on = False
+        for patch in reversed(self._patches):
+            patch.undo()
         # A brake that remembered across a reload would deny a fresh run's first call.
         self._brake.reset()
-
-    def _patch(self, name: str, wrapper: Callable[..., Any]) -> None:
-        own = _own_attribute(self._tools, name)
-        setattr(self._tools, name, wrapper)
-        self._saved[name] = (wrapper, own)
 
     # -- the register seam ---------------------------------------------------------------
 
     def _register_seam(self, register: Callable[..., Any]) -> Callable[..., Any]:
+        switch = self._switch
+
         @functools.wraps(register)
         def braked_register(definition: Any, *rest: Any, **kwargs: Any) -> Any:
-            if self._active:
-                definition = self._brake_definition(definition)
+            if switch.on:
+                definition = self._braked(definition)
             return register(definition, *rest, **kwargs)
 
         return braked_register
 
-    def _brake_definition(self, definition: Any) -> Any:
-        braked = decorate_tool(definition, self._brake)
-        if braked is definition:
-            return definition  # nothing callable to brake
-        original = read_field(definition, "execute")
-        return with_execute(braked, self._gate(original, read_field(braked, "execute")))
-
-    def _gate(self, original: Callable[..., Any], braked: Callable[..., Any]) -> Callable[..., Any]:
-        """Run ``braked`` unless the execute seam already counted this call or we are disposed."""
-        # Marks are read without the lock: one dict lookup is atomic, and the execute seam made
-        # its marks before the registry handed the execution to this body. The usual case is
-        # the very object the execute seam counted, found by identity before anything is read.
-        in_flight = self._in_flight
-        if inspect.iscoroutinefunction(original):
-
-            @functools.wraps(original)
-            async def gate_async(
-                args: Any, execution: Any = _ABSENT, *rest: Any, **kwargs: Any
-            ) -> Any:
-                counted = id(execution) in in_flight or self._counted(execution)
-                chosen = original if counted else braked
-                result: Awaitable[Any]
-                if rest or kwargs or execution is _ABSENT:
-                    result = chosen(args, *_given(execution), *rest, **kwargs)
-                else:
-                    result = chosen(args, execution)  # the usual call, passed on as it came
-                return await result
-
-            return gate_async
-
-        @functools.wraps(original)
-        def gate(args: Any, execution: Any = _ABSENT, *rest: Any, **kwargs: Any) -> Any:
-            counted = id(execution) in in_flight or self._counted(execution)
-            chosen = original if counted else braked
-            if rest or kwargs or execution is _ABSENT:
-                return chosen(args, *_given(execution), *rest, **kwargs)
-            return chosen(args, execution)  # the usual call, passed on as it came
-
-        return gate
-
-    def _counted(self, execution: Any) -> bool:
-        """Whether the body's call needs no count of its own (its execution not found by id)."""
-        if not self._active:
-            return True
-        if execution is _ABSENT or execution is None:
-            return False
-        return _call_key_of(execution) in self._in_flight  # a copy: matched by its call key
+    def _braked(self, definition: Any) -> Any:
+        """``definition`` with a braked execute; as it is when it has nothing callable to run."""
+        try:
+            execute = read_field(definition, "execute")
+            if not callable(execute):
+                return definition  # nothing to run, so nothing to brake
+            name = tool_name(definition, execute)
+            braked = braked_execute(execute, self._brake, tool=name, switch=self._switch)
+            definition = with_execute(definition, braked)
+        except Exception as error:
+            # Fail open: the host registers it as it is, and the execute seam counts its calls.
+            warn_fail_open(None, error, "reading its definition")
+            return definition
+        self._braked_names.add(name)
+        return definition
 
     # -- the execute seam ----------------------------------------------------------------
 
     def _execute_seam(self, execute: Callable[..., Any]) -> Callable[..., Any]:
+        import inspect
+
+        switch = self._switch
+        keyword = _first_parameter(execute) or "execution"
+
         if inspect.iscoroutinefunction(execute):
 
             @functools.wraps(execute)
-            async def braked_execute_async(execution: Any, *rest: Any, **kwargs: Any) -> Any:
-                key = self._enter(execution)
+            async def braked_execute_async(*args: Any, **kwargs: Any) -> Any:
                 try:
-                    result: Awaitable[Any]
-                    if rest or kwargs:
-                        result = execute(execution, *rest, **kwargs)
-                    else:
-                        result = execute(execution)  # the usual call, passed on as it came
-                    return await result
-                finally:
-                    self._leave(key)
+                    call = None
+                    token = None
+                    if switch.on:
+                        call = self._counted(args[0] if args else kwargs.get(keyword))
+                        token = begin_host_call(call)
+                    try:
+                        return await execute(*args, **kwargs)
+                    finally:
+                        if token is not None:
+                            end_host_call(token)
+                except BaseException:
+                    del args, kwargs, call  # no argument in this frame's locals
+                    raise
 
             return braked_execute_async
 
         @functools.wraps(execute)
-        def braked_execute(execution: Any, *rest: Any, **kwargs: Any) -> Any:
-            key = self._enter(execution)
+        def braked_execute_sync(*args: Any, **kwargs: Any) -> Any:
             try:
-                if rest or kwargs:
-                    result = execute(execution, *rest, **kwargs)
-                else:
-                    result = execute(execution)  # the usual call, passed on as it came
+                call = None
+                token = None
+                if switch.on:
+                    call = self._counted(args[0] if args else kwargs.get(keyword))
+                    token = begin_host_call(call)
+                try:
+                    result = execute(*args, **kwargs)
+                finally:
+                    if token is not None:
+                        end_host_call(token)
             except BaseException:
-                self._leave(key)
+                del args, kwargs, call  # no argument in this frame's locals
                 raise
-            if callable(getattr(result, "add_done_callback", None)):
-                # A future (asyncio's or concurrent.futures'): the body may still be running in
-                # another thread or task, so the call stays marked until it is done. The host
-                # gets its own future back, with its whole API.
-                result.add_done_callback(lambda _done: self._leave(key))
-                return result
-            if inspect.isawaitable(result):
-                return self._leave_after(result, key)
-            self._leave(key)
+            if type(result) is CoroutineType and switch.on:
+                return inside_call(result, call)  # the host call goes on when it is awaited
             return result
 
-        return braked_execute
+        return braked_execute_sync
 
-    async def _leave_after(self, result: Awaitable[Any], key: _Marks | None) -> Any:
+    def _counted(self, execution: Any) -> Any:
+        """Count a host call that its body will not count; the call to run it in, or ``None``."""
+        if execution is None:
+            return None  # no call to read: the host's execute has its own say
+        name = None
         try:
-            return await result
-        finally:
-            self._leave(key)
-
-    def _enter(self, execution: Any) -> _Marks | None:
-        """Count the call (raising ``LoopBrakeError`` when denied) and mark it in flight."""
-        if not self._active:
-            return None
-        name, arguments, session, key = _call_of(execution)
-        self._brake.check(name, arguments, session_id=session)
-        # Marked by identity (what the braked body is usually handed) and by call key (for hosts
-        # that hand the body a copy). The identity mark goes in before the object can be freed.
-        identity = id(execution)
-        in_flight = self._in_flight
-        lock = self._lock
-        lock.acquire()  # rather than `with`, which costs twice as much on every call's path
-        try:
-            in_flight[identity] = in_flight.get(identity, 0) + 1
-            in_flight[key] = in_flight.get(key, 0) + 1
-        finally:
-            lock.release()
-        return identity, key
-
-    def _leave(self, marks: _Marks | None) -> None:
-        if marks is None:
-            return
-        in_flight = self._in_flight
-        lock = self._lock
-        identity, key = marks
-        lock.acquire()
-        try:
-            remaining = in_flight.pop(identity, 1) - 1
-            if remaining:
-                in_flight[identity] = remaining
-            remaining = in_flight.pop(key, 1) - 1
-            if remaining:
-                in_flight[key] = remaining
-        finally:
-            lock.release()
-
-
-def _call_of(execution: object) -> tuple[str, Any, str, _CallKey]:
-    """The tool name, arguments, session and call key (see ``_CallKey``) of a host's execution.
-
-    Read by key from a mapping, else by attribute; the session is the agent's id (as
-    ``session_key`` has it), the call id is ``call_id`` (or ``callId``).
-    """
-    kind = type(execution)
-    if kind in OBJECT_TYPES and kind not in _NOT_ALL_ATTRIBUTES:
-        try:  # the usual execution: an object with all four attributes, read once each
-            name = execution.name  # type: ignore[attr-defined]
-            arguments = execution.arguments  # type: ignore[attr-defined]
-            agent = execution.agent  # type: ignore[attr-defined]
-            call_id = execution.call_id  # type: ignore[attr-defined]
-        except AttributeError:
-            # Read field by field from now on: some were read already, and a property must
-            # not run twice on every call.
-            if len(_NOT_ALL_ATTRIBUTES) < 256:
-                _NOT_ALL_ATTRIBUTES.add(kind)
-        else:
+            name = read_field(execution, "name")
             if type(name) is not str:
                 name = str(name)
-            session = agent_session(agent)
-            if type(call_id) is str and call_id:
-                return name, arguments, session, (session, call_id)  # the usual call id
-            key = _call_key(session, call_id, execution, (name, arguments))
-            return name, arguments, session, key
-    name = str(read_field(execution, "name"))
-    arguments = read_field(execution, "arguments")
-    session = agent_session(read_field(execution, "agent"))
-    key = _call_key(session, read_field(execution, "call_id"), execution, (name, arguments))
-    return name, arguments, session, key
+            if self._body_counts(name):
+                return None
+            arguments = read_field(execution, "arguments")
+            session = execution_session(execution)
+        except Exception as error:
+            warn_fail_open(name, error, "reading its execution")
+            return None
+        try:
+            return count_call(self._brake, name, arguments, session, fresh=True)
+        except BaseException:
+            del execution, arguments  # no argument in this frame's locals
+            raise
+
+    def _body_counts(self, name: str) -> bool:
+        """Whether the live definition of ``name`` has a body this brake braked."""
+        get = getattr(self._tools, "get", None)
+        if get is not None:
+            try:
+                definition = get(name)
+                execute = None if definition is None else read_field(definition, "execute")
+            except Exception:
+                execute = None  # a get that is no lookup by name: the names answer instead
+            if callable(execute):
+                return self._brake in getattr(execute, BRAKES_ATTRIBUTE, ())
+        return name in self._braked_names
 
 
-def _call_key_of(execution: object) -> _CallKey:
-    """Only the call key of an execution: the braked body's lookup of a copy reads no more."""
-    session = agent_session(read_field(execution, "agent"))
-    return _call_key(session, read_field(execution, "call_id"), execution)
+def _first_parameter(execute: Callable[..., Any]) -> str | None:
+    """The name the host's ``execute`` takes its execution by, when it is passed by keyword."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(execute).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    for parameter in parameters:
+        if parameter.kind is parameter.POSITIONAL_OR_KEYWORD:
+            return str(parameter.name)
+        return None
+    return None
 
 
-def _call_key(
-    session: str, call_id: object, execution: object, read: tuple[str, Any] | None = None
-) -> _CallKey:
-    """The call key (see ``_CallKey``); ``read`` is the name and arguments, if already read."""
-    if call_id is None:
-        call_id = read_field(execution, "callId")
-    if type(call_id) is str:
-        if call_id:
-            return (session, call_id)  # the usual call id: a plain string
-    elif isinstance(call_id, (str, int)) and call_id != "":
-        return (session, call_id)
-    if read is None:
-        read = (str(read_field(execution, "name")), read_field(execution, "arguments"))
-    name, arguments = read
-    return (session, name, id(arguments))
+# -- patching the registry ------------------------------------------------------------------
+
+_MISSING: Final = object()
+"""What an attribute that came from the registry's class is restored to: no instance attribute."""
+_PATCH_ATTRIBUTE: Final = "__loop_brake_patch__"
 
 
-_NOT_ALL_ATTRIBUTES: set[type] = set()
-"""Object types seen without one of the four attributes: read field by field, not in one go."""
+@final
+class _Patch:
+    """One seam: the registry's attribute ``name`` replaced by our ``wrapper``, and what it was."""
+
+    __slots__ = ("installation", "name", "own", "source", "wrapper")
+
+    def __init__(
+        self, source: Any, name: str, wrapper: Callable[..., Any], installation: _Installation
+    ) -> None:
+        own = _own_value(source, name)
+        try:
+            setattr(source, name, wrapper)
+        except Exception as error:
+            raise TypeError(_cannot_patch(source, name, _why_not(source, name, error))) from None
+        if getattr(source, name, None) is not wrapper:
+            _restore(source, name, own)
+            raise TypeError(
+                _cannot_patch(source, name, "setting it did not change what it reads as")
+            )
+        self.source = source
+        self.name = name
+        self.own = own
+        self.wrapper = wrapper
+        self.installation = installation
+        setattr(wrapper, _PATCH_ATTRIBUTE, self)
+
+    def undo(self) -> None:
+        """Put back what was there, unless another wrapper was patched on top of ours since."""
+        if getattr(self.source, self.name, None) is not self.wrapper:
+            return  # patched again on top: our wrapper stays there, passing calls through
+        own = self.own
+        # A brake disposed under another's wrapper left its own in place; it goes now, too.
+        below = _patch_of(own)
+        while below is not None and not below.installation.live:
+            own = below.own
+            below = _patch_of(own)
+        _restore(self.source, self.name, own)
 
 
-def _own_attribute(source: object, name: str) -> object:
-    """The instance's own attribute ``name`` (not one it gets from its class), or ``_MISSING``."""
-    return getattr(source, "__dict__", {}).get(name, _MISSING)
+def _patch_of(value: object) -> _Patch | None:
+    patch = getattr(value, _PATCH_ATTRIBUTE, None) if value is not _MISSING else None
+    return patch if isinstance(patch, _Patch) else None
+
+
+def _own_value(source: object, name: str) -> object:
+    """What to restore ``name`` to: the instance's own value, or ``_MISSING`` (the class's)."""
+    own = getattr(source, "__dict__", None)
+    if isinstance(own, dict) and name in own:
+        return own[name]
+    if hasattr(_class_attribute(type(source), name), "__set__"):
+        return getattr(source, name)  # a slot, or a property with a setter: set it back
+    return _MISSING
+
+
+def _restore(source: object, name: str, own: object) -> None:
+    if own is _MISSING:
+        delattr(source, name)
+    else:
+        setattr(source, name, own)
+
+
+def _class_attribute(cls: type, name: str) -> object:
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
+
+
+def _why_not(source: object, name: str, error: Exception) -> str:
+    cls = type(source)
+    attribute = _class_attribute(cls, name)
+    if isinstance(attribute, property):
+        return f"it is a property of {cls.__name__} without a setter"
+    if getattr(getattr(cls, "__dataclass_params__", None), "frozen", False):
+        return f"{cls.__name__} is a frozen dataclass"
+    if not hasattr(source, "__dict__"):
+        return f"{cls.__name__} has __slots__ without a place for it and no __dict__"
+    return f"setting it raised {type(error).__name__}"
+
+
+def _cannot_patch(source: object, name: str, why: str) -> str:
+    return (
+        f"{PLUGIN_NAME} cannot brake this tool registry: tools.{name} of "
+        f"{type(source).__name__} cannot be replaced ({why}); nothing was patched -- give the "
+        "plugin a registry whose register and execute can be set (see docs/harness.md)"
+    )

@@ -283,8 +283,22 @@ def test_decorated_async_tools_stay_async() -> None:
         types.SimpleNamespace(name="t"),
     ],
 )
-def test_a_definition_without_a_callable_execute_is_returned_as_is(definition: Any) -> None:
-    assert decorate_tool(definition, LoopBrake()) is definition
+def test_a_definition_without_a_callable_execute_is_refused_naming_its_type(
+    definition: Any,
+) -> None:
+    # A safety tool must not hand back an unbraked tool without a word.
+    with pytest.raises(TypeError, match=type(definition).__name__) as refused:
+        decorate_tool(definition, LoopBrake())
+    assert "callable execute" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_plain_function_given_to_decorate_tool_is_pointed_to_brake_tool() -> None:
+    def search(q: str) -> str:
+        return q
+
+    with pytest.raises(TypeError, match=r"@brake\.tool") as refused:
+        decorate_tool(search, LoopBrake())
+    assert "'search'" in str(refused.value)
 
 
 def test_each_decorated_copy_shares_the_brake_and_the_session() -> None:

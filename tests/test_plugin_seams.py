@@ -102,8 +102,9 @@ def test_a_future_returned_by_execute_is_the_hosts_own_and_its_body_counts_once(
         future = tools.execute(mapping_call())
         assert isinstance(future, concurrent.futures.Future)
         assert future.result(timeout=10) == "ok", index  # not denied in the pool at half the limit
+    future = tools.execute(mapping_call())
     with pytest.raises(LoopBrakeError) as denied:
-        tools.execute(mapping_call())  # the execute seam denies it, before anything is submitted
+        future.result(timeout=10)  # the braked body counts its call, in the pool, before it runs
 
     assert denied.value.count == max_repeats
     assert body.calls == max_repeats - 1
@@ -131,7 +132,7 @@ def test_an_asyncio_future_returned_by_a_sync_execute_keeps_its_type(
             assert asyncio.isfuture(pending)  # add_done_callback, cancel... still there
             assert await pending == "ok"
         with pytest.raises(LoopBrakeError):
-            tools.execute(mapping_call())
+            await tools.execute(mapping_call())
 
     asyncio.run(scenario())
     assert body.calls == 2
@@ -208,12 +209,12 @@ def test_an_executions_properties_are_read_once_per_call() -> None:
     for index in range(calls):
         assert tools.execute(PropertyExecution(f"c{index}")) == "ok"
     assert body.calls == calls
-    # The host reads `name` once itself; the brake at most once more per call, plus one
-    # learning read on the first call (an object without `call_id` is read field by field).
-    assert PropertyExecution.reads["name"] <= 2 * calls + 1
-    assert PropertyExecution.reads["arguments"] <= calls + 1
-    assert PropertyExecution.reads["agent"] <= calls + 1
-    assert PropertyExecution.reads["callId"] <= calls
+    # The host reads `name` once itself; the brake at most once more per call (the execute
+    # seam, to find the live definition). The body is handed the arguments, and reads `agent`.
+    assert PropertyExecution.reads["name"] <= 2 * calls
+    assert PropertyExecution.reads.get("arguments", 0) <= calls
+    assert PropertyExecution.reads["agent"] <= calls
+    assert PropertyExecution.reads.get("callId", 0) <= calls
 
 
 class CountingAgent:
