@@ -323,7 +323,8 @@ def _own_value(source: object, name: str) -> object:
 
 def _restore(source: object, name: str, own: object) -> None:
     if own is _MISSING:
-        delattr(source, name)
+        if name in getattr(source, "__dict__", ()):
+            delattr(source, name)  # the class's attribute shows through again
     else:
         setattr(source, name, own)
 
