@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Final, final
+from typing import Any, Final, TypeVar, final, overload
 
 from dsh_loop_brake._canonical import HASH_PREFIX_LENGTH, call_digest, describe_unidentifiable
 from dsh_loop_brake._config import DEFAULT_MAX_REPEATS, normalize_max_repeats
@@ -19,6 +20,8 @@ __all__ = [
     "LoopBrake",
     "logger",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # Tool names remembered for the once-per-tool warning; bounded so hostile names cannot grow it.
 _WARNED_TOOLS_LIMIT: Final = 1024
@@ -95,6 +98,34 @@ class LoopBrake:
     def session(self, session_id: str) -> _Session:
         """PROVISIONAL (wrap): ``with brake.session(id):`` makes ``id`` the current session."""
         return _Session(session_id)
+
+    @overload
+    def tool(self, fn: _F, /) -> _F: ...
+    @overload
+    def tool(
+        self, fn: None = None, /, *, name: str | None = None, session_id: str | None = None
+    ) -> Callable[[_F], _F]: ...
+    def tool(
+        self,
+        fn: _F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        session_id: str | None = None,
+    ) -> _F | Callable[[_F], _F]:
+        """Brake a plain function (sync or async) whose parameters are the tool's arguments.
+
+        ``@brake.tool`` or ``@brake.tool(name="search", session_id=None)``: each call is
+        checked as ``name`` (default: the function's name) with its arguments bound to the
+        signature, defaults applied, before the body runs; the session is ``session_id``, else
+        the current ``brake.session(...)``. The function keeps its signature, name and docstring.
+        """
+        # Imported here: _wrapping builds on this module.
+        from dsh_loop_brake._wrapping import brake_function
+
+        if fn is None:
+            return lambda function: brake_function(function, self, name=name, session_id=session_id)
+        return brake_function(fn, self, name=name, session_id=session_id)
 
     def streak(self, session_id: str) -> tuple[str, int] | None:
         """The session's current call (hash prefix) and its count, or ``None``."""

@@ -368,31 +368,38 @@ def brake_function(
         and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
         else None
     )
-    var_positional, var_keyword = inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
 
     def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return None  # a call that does not fit: the function raises its own TypeError
+        arguments = _bound_arguments(bound, kinds, skipped)
         try:
-            bound.apply_defaults()
-            arguments: dict[str, Any] = {}
-            for key, value in bound.arguments.items():
-                kind = kinds[key]
-                if kind is var_positional:
-                    arguments[key] = list(value)
-                elif kind is var_keyword:
-                    arguments.update(value)
-                elif key != skipped:
-                    arguments[key] = value
             return count_call(brake, tool, arguments, session_id)
         except BaseException:
-            del args, kwargs, bound  # no argument in this frame's locals
+            del args, kwargs, bound, arguments  # no argument in this frame's locals
             raise
 
     braked: F = _braked(fn, begin, _ALWAYS_ON, brake)
     return braked
+
+
+def _bound_arguments(bound: Any, kinds: dict[str, Any], skipped: str | None) -> dict[str, Any]:
+    """A call bound to its signature as the tool's arguments: each parameter by its name."""
+    import inspect
+
+    bound.apply_defaults()
+    arguments: dict[str, Any] = {}
+    for key, value in bound.arguments.items():
+        kind = kinds[key]
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            arguments[key] = list(value)  # *args: a list under its name
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(value)  # **kwargs: merged in as top-level keys
+        elif key != skipped:
+            arguments[key] = value
+    return arguments
 
 
 # -- braked definitions ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ to one (``plugin.apply(Context(host), config)``) and drives it through its publi
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import queue
@@ -127,3 +128,13 @@ class DictOnlyHost:
 
     def execute(self, execution: dict[str, Any]) -> Any:
         return self.defs[execution["name"]]["execute"](execution["arguments"], execution)
+
+
+class AsyncHost(Registry):
+    """``execute`` is a coroutine function; sync bodies run in a worker thread, async ones here."""
+
+    async def execute(self, execution: dict[str, Any]) -> Any:
+        body = self.defs[execution["name"]]["execute"]
+        if asyncio.iscoroutinefunction(body):
+            return await body(execution["arguments"], execution)
+        return await asyncio.to_thread(body, execution["arguments"], execution)
