@@ -90,9 +90,15 @@ class QueueingHost(Registry):
             return value
         raise value
 
+    def close(self) -> None:
+        """Stop the worker once the calls queued so far have run."""
+        self.jobs.put((0, None))
+
     def _work(self) -> None:
         while True:
             ticket, execution = self.jobs.get()
+            if execution is None:
+                return
             try:
                 body = self.defs[execution["name"]]["execute"]
                 outcome = (True, body(execution["arguments"], execution))
@@ -138,3 +144,19 @@ class AsyncHost(Registry):
         if asyncio.iscoroutinefunction(body):
             return await body(execution["arguments"], execution)
         return await asyncio.to_thread(body, execution["arguments"], execution)
+
+
+class TaskHost(Registry):
+    """A sync ``execute`` that starts the (async) body as an asyncio task and returns the task."""
+
+    def execute(self, execution: dict[str, Any]) -> asyncio.Task[Any]:
+        body = self.defs[execution["name"]]["execute"]
+        return asyncio.get_running_loop().create_task(body(execution["arguments"], execution))
+
+
+class HandingBackHost(Registry):
+    """A sync ``execute`` that hands back what the body returns: for an async body, a coroutine
+    the caller awaits."""
+
+    def execute(self, execution: dict[str, Any]) -> Any:
+        return self.defs[execution["name"]]["execute"](execution["arguments"], execution)
