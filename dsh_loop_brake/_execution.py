@@ -46,7 +46,13 @@ def execution_session(execution: object) -> str | None:
 
     ``None`` is the brake's "current session" (``brake.session(...)``, else ``"default"``).
     """
-    agent = read_field(execution, "agent")
+    # read_field's usual case in place: this runs on every braked call's path.
+    kind = type(execution)
+    agent = (
+        getattr(execution, "agent", None)
+        if kind in OBJECT_TYPES
+        else read_field(execution, "agent")
+    )
     if agent is None:
         return None
     kind = type(agent)

@@ -8,8 +8,8 @@ braked function called inside a braked call of the same brake, session, tool and
 arguments runs its body without counting again: that is one call reaching the body through two
 wrappers (``decorate_tool(decorate_tool(x))``, a definition that wraps another and is registered
 over it). Any other call made inside a body -- another tool, other arguments, another session --
-counts. A call that enters through the plugin's execute seam is a new host call
-(``begin_host_call``): what ran around it does not make it a repeat of anything.
+counts. A call that enters through the plugin's execute seam is a new host call, with a
+chain of its own: what ran around it does not make it a repeat of anything.
 
 **Tracebacks.** No frame of this module keeps the call's arguments when an exception (a denial
 above all) leaves it: each drops them from its locals first, so a traceback rendered with local
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, MutableMapping
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from types import CoroutineType
 from typing import Any, Final, TypeVar, final
 
@@ -39,14 +39,15 @@ __all__ = [
     "BRAKES_ATTRIBUTE",
     "BrakedDefinition",
     "Switch",
-    "begin_host_call",
     "brake_definition",
     "brake_function",
     "braked_execute",
     "count_call",
+    "current_call",
     "decorate_tool",
-    "end_host_call",
+    "enter_call",
     "inside_call",
+    "leave_call",
     "tool_name",
     "with_execute",
     "wrap_execute",
@@ -79,47 +80,39 @@ _ALWAYS_ON: Final = Switch()
 
 
 @final
-class _Call:
-    """A braked call in progress: what a braked function called inside it compares itself to."""
+class _Call(tuple[Any, ...]):
+    """A braked call in progress: ``(brake, tool, session, arguments, outer)``.
 
-    __slots__ = ("_arguments", "_digest", "brake", "outer", "session", "tool")
+    What a braked function called inside it compares itself to. A tuple made by
+    ``tuple.__new__`` (no ``__init__`` to run: it is made on every braked call), whose repr
+    never shows the arguments.
+    """
 
-    def __init__(
-        self, brake: LoopBrake, tool: str, arguments: Any, session: str | None, outer: _Call | None
-    ) -> None:
-        self.brake = brake
-        self.tool = tool
-        self._arguments = arguments
-        self.session = session
-        self.outer = outer
-        self._digest: bytes | None = None
+    __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"<braked call of tool {json_literal(self.tool)}>"  # never the arguments
+        return f"<braked call of tool {json_literal(self[1])}>"
 
-    def encloses(self, brake: LoopBrake, tool: str, arguments: Any, session: str | None) -> bool:
-        """Whether this call, or one it runs inside, is the very call these describe."""
-        call: _Call | None = self
-        while call is not None:
-            if (
-                call.brake is brake
-                and call.tool == tool
-                and call.session == session
-                and call._same_arguments(arguments)
-            ):
-                return True
-            call = call.outer
-        return False
 
-    def _same_arguments(self, arguments: Any) -> bool:
-        if arguments is self._arguments:
-            return True  # handed on as it came: the usual case, decided without hashing
-        try:
-            if self._digest is None:
-                self._digest = call_digest(self.tool, self._arguments)
-            return call_digest(self.tool, arguments) == self._digest
-        except Exception:
-            return False  # not identifiable: not the same call, as the brake sees it
+_new_call: Final = tuple.__new__
+
+
+def _encloses(
+    call: _Call | None, brake: LoopBrake, tool: str, session: Any, arguments: Any
+) -> bool:
+    """Whether ``call``, or one it runs inside, is the very call the others describe."""
+    while call is not None:
+        outer_brake, outer_tool, outer_session, outer_arguments, outer = call
+        if outer_brake is brake and outer_tool == tool and outer_session == session:
+            if outer_arguments is arguments:
+                return True  # handed on as it came: the usual case, decided without hashing
+            try:
+                if call_digest(tool, arguments) == call_digest(tool, outer_arguments):
+                    return True
+            except Exception:
+                pass  # not identifiable: not the same call, as the brake sees it
+        call = outer
+    return False
 
 
 _running: ContextVar[_Call | None] = ContextVar("dsh_loop_brake_running", default=None)
@@ -135,7 +128,7 @@ def count_call(
     """
     outer = None if fresh else _running.get()
     try:
-        if outer is not None and outer.encloses(brake, tool, arguments, session):
+        if outer is not None and _encloses(outer, brake, tool, session, arguments):
             return None
         brake.check(tool, arguments, session_id=session)
     except LoopBrakeError:
@@ -145,24 +138,16 @@ def count_call(
         # Fail open: a brake must never block real work because its own parts failed.
         warn_fail_open(tool, error, "the brake's check")
         return None
-    return _Call(brake, tool, arguments, session, outer)
+    call: _Call = _new_call(_Call, (brake, tool, session, arguments, outer))
+    return call
 
 
-def begin_host_call(call: _Call | None) -> Token[_Call | None] | None:
-    """Enter a call that came in through a host's ``execute``: ``call`` if the seam counted it.
-
-    A host call starts a chain of its own (a body that calls its own tool again through the
-    host makes a new call). Returns the token for ``end_host_call``, or ``None`` when there was
-    nothing to change.
-    """
-    if call is None and _running.get() is None:
-        return None  # the usual host call: nothing in progress around it, nothing to set
-    return _running.set(call)
-
-
-def end_host_call(token: Token[_Call | None]) -> None:
-    """Leave what ``begin_host_call`` entered."""
-    _running.reset(token)
+# The chain, for the plugin's execute seam: a host call runs inside the call the seam counted,
+# or, when its body counts itself, in a chain of its own (``None``). Bound methods of the
+# ContextVar: they are on every host call's path.
+current_call: Final = _running.get
+enter_call: Final = _running.set
+leave_call: Final = _running.reset
 
 
 async def inside_call(awaitable: Any, call: _Call | None) -> Any:
@@ -265,12 +250,18 @@ def braked_execute(
 
     def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
         try:
-            arguments, session = places.read(args, kwargs)
+            if len(args) == 2 and not kwargs:  # the usual call: body(arguments, execution)
+                arguments = args[0]
+                session = execution_session(args[1]) if session_id is None else session_id
+            else:
+                arguments, session = places.read(args, kwargs)
+                if session_id is not None:
+                    session = session_id
         except Exception as error:
             warn_fail_open(tool, error, "reading its execution")
             return None
         try:
-            return count_call(brake, tool, arguments, session if session_id is None else session_id)
+            return count_call(brake, tool, arguments, session)
         except BaseException:
             del args, kwargs, arguments  # no argument in this frame's locals
             raise
@@ -326,8 +317,6 @@ class _Places:
                 arguments = self._arguments_by_keyword(kwargs)
             else:
                 arguments = None
-        if execution is None:
-            return arguments, None
         return arguments, execution_session(execution)
 
     def _arguments_by_keyword(self, kwargs: dict[str, Any]) -> Any:

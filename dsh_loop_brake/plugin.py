@@ -30,15 +30,16 @@ from collections.abc import Callable
 from types import CoroutineType
 from typing import Any, Final, Protocol, final
 
-from dsh_loop_brake._execution import execution_session, read_field, warn_fail_open
+from dsh_loop_brake._execution import OBJECT_TYPES, execution_session, read_field, warn_fail_open
 from dsh_loop_brake._wrapping import (
     BRAKES_ATTRIBUTE,
     Switch,
-    begin_host_call,
     braked_execute,
     count_call,
-    end_host_call,
+    current_call,
+    enter_call,
     inside_call,
+    leave_call,
     tool_name,
     with_execute,
 )
@@ -90,7 +91,7 @@ def dsh_apply(ctx: Any, row: _Row) -> LoopBrake | None:
 class _Installation:
     """Both seams of one applied brake, and how to undo them."""
 
-    __slots__ = ("_brake", "_braked_names", "_patches", "_switch", "_tools")
+    __slots__ = ("_brake", "_braked_names", "_get", "_patches", "_switch", "_tools")
 
     def __init__(self, tools: Any, brake: LoopBrake) -> None:
         self._tools = tools
@@ -99,6 +100,10 @@ class _Installation:
         self._patches: tuple[_Patch, ...] = ()
         # Names of the tools the register seam braked: the live definitions of a host without get.
         self._braked_names: set[str] = set()
+        # The host's lookup of the live definition, as it was at apply (a get patched later to
+        # hand out wrapped definitions cannot hide what the registry really runs).
+        get = getattr(tools, "get", None)
+        self._get: Callable[[str], Any] | None = get if callable(get) else None
 
     @property
     def live(self) -> bool:
@@ -164,6 +169,7 @@ class _Installation:
         import inspect
 
         switch = self._switch
+        counted = self._counted
         keyword = _first_parameter(execute) or "execution"
 
         if inspect.iscoroutinefunction(execute):
@@ -174,13 +180,14 @@ class _Installation:
                     call = None
                     token = None
                     if switch.on:
-                        call = self._counted(args[0] if args else kwargs.get(keyword))
-                        token = begin_host_call(call)
+                        call = counted(args[0] if args else kwargs.get(keyword))
+                        if call is not None or current_call() is not None:
+                            token = enter_call(call)  # a host call: a chain of its own
                     try:
                         return await execute(*args, **kwargs)
                     finally:
                         if token is not None:
-                            end_host_call(token)
+                            leave_call(token)
                 except BaseException:
                     del args, kwargs, call  # no argument in this frame's locals
                     raise
@@ -193,13 +200,14 @@ class _Installation:
                 call = None
                 token = None
                 if switch.on:
-                    call = self._counted(args[0] if args else kwargs.get(keyword))
-                    token = begin_host_call(call)
+                    call = counted(args[0] if args else kwargs.get(keyword))
+                    if call is not None or current_call() is not None:
+                        token = enter_call(call)  # a host call: a chain of its own
                 try:
                     result = execute(*args, **kwargs)
                 finally:
                     if token is not None:
-                        end_host_call(token)
+                        leave_call(token)
             except BaseException:
                 del args, kwargs, call  # no argument in this frame's locals
                 raise
@@ -215,7 +223,10 @@ class _Installation:
             return None  # no call to read: the host's execute has its own say
         name = None
         try:
-            name = read_field(execution, "name")
+            # read_field's usual case in place: this runs on every host call's path.
+            name = (
+                execution.name if type(execution) in OBJECT_TYPES else read_field(execution, "name")
+            )
             if type(name) is not str:
                 name = str(name)
             if self._body_counts(name):
@@ -233,15 +244,18 @@ class _Installation:
 
     def _body_counts(self, name: str) -> bool:
         """Whether the live definition of ``name`` has a body this brake braked."""
-        get = getattr(self._tools, "get", None)
-        if get is not None:
-            try:
-                definition = get(name)
-                execute = None if definition is None else read_field(definition, "execute")
-            except Exception:
-                execute = None  # a get that is no lookup by name: the names answer instead
-            if callable(execute):
-                return self._brake in getattr(execute, BRAKES_ATTRIBUTE, ())
+        if self._get is None:
+            return name in self._braked_names
+        try:
+            definition = self._get(name)
+            if type(definition) in OBJECT_TYPES:  # read_field's usual case in place
+                execute = getattr(definition, "execute", None)
+            else:
+                execute = read_field(definition, "execute")
+        except Exception:
+            execute = None  # a get that is no lookup by name: the names answer instead
+        if callable(execute):
+            return self._brake in getattr(execute, BRAKES_ATTRIBUTE, ())
         return name in self._braked_names
 
 
