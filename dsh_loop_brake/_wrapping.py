@@ -119,14 +119,14 @@ _running: ContextVar[_Call | None] = ContextVar("dsh_loop_brake_running", defaul
 
 
 def count_call(
-    brake: LoopBrake, tool: str, arguments: Any, session: str | None, *, fresh: bool = False
+    brake: LoopBrake, tool: str, arguments: Any, session: str | None, outer: _Call | None
 ) -> _Call | None:
     """Count one call (``LoopBrakeError`` when it is denied) and return the call to run it in.
 
-    ``None`` when it is not counted: it runs inside an identical braked call (unless ``fresh``,
-    a new host call), or the brake itself failed (the call is allowed, one warning per tool).
+    ``outer`` is the braked call it runs inside (``current_call()``; ``None`` for a new host
+    call). ``None`` when it is not counted: it runs inside an identical braked call, or the
+    brake itself failed (the call is allowed, one warning per tool).
     """
-    outer = None if fresh else _running.get()
     try:
         if outer is not None and _encloses(outer, brake, tool, session, arguments):
             return None
@@ -261,7 +261,7 @@ def braked_execute(
             warn_fail_open(tool, error, "reading its execution")
             return None
         try:
-            return count_call(brake, tool, arguments, session)
+            return count_call(brake, tool, arguments, session, _running.get())
         except BaseException:
             del args, kwargs, arguments  # no argument in this frame's locals
             raise
@@ -365,7 +365,7 @@ def brake_function(
             return None  # a call that does not fit: the function raises its own TypeError
         arguments = _bound_arguments(bound, kinds, skipped)
         try:
-            return count_call(brake, tool, arguments, session_id)
+            return count_call(brake, tool, arguments, session_id, _running.get())
         except BaseException:
             del args, kwargs, bound, arguments  # no argument in this frame's locals
             raise

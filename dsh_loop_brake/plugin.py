@@ -237,7 +237,7 @@ class _Installation:
             warn_fail_open(name, error, "reading its execution")
             return None
         try:
-            return count_call(self._brake, name, arguments, session, fresh=True)
+            return count_call(self._brake, name, arguments, session, None)  # a new host call
         except BaseException:
             del execution, arguments  # no argument in this frame's locals
             raise
