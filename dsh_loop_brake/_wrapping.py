@@ -250,24 +250,70 @@ def braked_execute(
 
     def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
         try:
-            if len(args) == 2 and not kwargs:  # the usual call: body(arguments, execution)
-                arguments = args[0]
-                session = execution_session(args[1]) if session_id is None else session_id
-            else:
-                arguments, session = places.read(args, kwargs)
-                if session_id is not None:
-                    session = session_id
+            arguments, session = places.read(args, kwargs)
         except Exception as error:
             warn_fail_open(tool, error, "reading its execution")
             return None
         try:
+            if session_id is not None:
+                session = session_id
             return count_call(brake, tool, arguments, session, _running.get())
         except BaseException:
             del args, kwargs, arguments  # no argument in this frame's locals
             raise
 
     braked: Callable[..., Any] = _braked(execute, begin, switch, brake)
-    return braked
+    import inspect
+
+    if inspect.iscoroutinefunction(execute):
+        return braked
+    general = braked
+
+    # The usual call, body(arguments, execution), read and handed on in place: the general
+    # wrapper's packing and its reader cost about 1,500 instructions a call on replay's path,
+    # 2.5% of a braked call through the harness (valgrind, see docs/performance.md).
+    @functools.wraps(execute)
+    def braked_sync(
+        arguments: Any = _ABSENT, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any
+    ) -> Any:
+        call = None
+        try:
+            if rest or kwargs or execution is _ABSENT:
+                return general(*_given(arguments, execution), *rest, **kwargs)
+            if switch.on:
+                try:
+                    session = execution_session(execution) if session_id is None else session_id
+                except Exception as error:
+                    warn_fail_open(tool, error, "reading its execution")
+                else:
+                    call = count_call(brake, tool, arguments, session, _running.get())
+            if call is None:
+                return execute(arguments, execution)
+            token = _running.set(call)
+            try:
+                result = execute(arguments, execution)
+            finally:
+                _running.reset(token)
+        except BaseException:
+            del arguments, execution, rest, kwargs, call  # no argument in this frame's locals
+            raise
+        if type(result) is CoroutineType:
+            return inside_call(result, call)  # see _braked
+        return result
+
+    setattr(braked_sync, BRAKES_ATTRIBUTE, getattr(general, BRAKES_ATTRIBUTE))
+    return braked_sync
+
+
+_ABSENT: Final = object()
+"""An argument the caller did not pass."""
+
+
+def _given(arguments: Any, execution: Any) -> tuple[Any, ...]:
+    """What the caller passed positionally of the two."""
+    if arguments is _ABSENT:
+        return ()
+    return (arguments,) if execution is _ABSENT else (arguments, execution)
 
 
 @final

@@ -171,45 +171,55 @@ class _Installation:
         switch = self._switch
         counted = self._counted
         keyword = _first_parameter(execute) or "execution"
+        # Both seams take the usual call, execute(execution), as one positional argument and
+        # hand it on as it came: *args and **kwargs repacking cost about 550 instructions a
+        # call on replay's path (valgrind, see docs/performance.md).
 
         if inspect.iscoroutinefunction(execute):
 
             @functools.wraps(execute)
-            async def braked_execute_async(*args: Any, **kwargs: Any) -> Any:
+            async def braked_execute_async(
+                execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any
+            ) -> Any:
                 try:
                     call = None
                     token = None
                     if switch.on:
-                        call = counted(args[0] if args else kwargs.get(keyword))
+                        call = counted(kwargs.get(keyword) if execution is _ABSENT else execution)
                         if call is not None or current_call() is not None:
                             token = enter_call(call)  # a host call: a chain of its own
                     try:
-                        return await execute(*args, **kwargs)
+                        if rest or kwargs or execution is _ABSENT:
+                            return await execute(*_given(execution), *rest, **kwargs)
+                        return await execute(execution)  # the usual call, handed on as it came
                     finally:
                         if token is not None:
                             leave_call(token)
                 except BaseException:
-                    del args, kwargs, call  # no argument in this frame's locals
+                    del execution, rest, kwargs, call  # no argument in this frame's locals
                     raise
 
             return braked_execute_async
 
         @functools.wraps(execute)
-        def braked_execute_sync(*args: Any, **kwargs: Any) -> Any:
+        def braked_execute_sync(execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any) -> Any:
             try:
                 call = None
                 token = None
                 if switch.on:
-                    call = counted(args[0] if args else kwargs.get(keyword))
+                    call = counted(kwargs.get(keyword) if execution is _ABSENT else execution)
                     if call is not None or current_call() is not None:
                         token = enter_call(call)  # a host call: a chain of its own
                 try:
-                    result = execute(*args, **kwargs)
+                    if rest or kwargs or execution is _ABSENT:
+                        result = execute(*_given(execution), *rest, **kwargs)
+                    else:
+                        result = execute(execution)  # the usual call, handed on as it came
                 finally:
                     if token is not None:
                         leave_call(token)
             except BaseException:
-                del args, kwargs, call  # no argument in this frame's locals
+                del execution, rest, kwargs, call  # no argument in this frame's locals
                 raise
             if type(result) is CoroutineType and switch.on:
                 return inside_call(result, call)  # the host call goes on when it is awaited
@@ -272,6 +282,14 @@ def _first_parameter(execute: Callable[..., Any]) -> str | None:
             return str(parameter.name)
         return None
     return None
+
+
+_ABSENT: Final = object()
+"""An ``execute`` called without its execution positionally (by keyword, or not at all)."""
+
+
+def _given(execution: Any) -> tuple[Any, ...]:
+    return () if execution is _ABSENT else (execution,)
 
 
 # -- patching the registry ------------------------------------------------------------------
