@@ -165,11 +165,15 @@ _Begin = Callable[[tuple[Any, ...], dict[str, Any]], "_Call | None"]
 """Reads a call's arguments and session from what the function was given, and counts it."""
 
 
-def _braked(fn: Callable[..., Any], begin: _Begin, switch: Switch, brake: LoopBrake) -> Any:
-    """``fn`` with ``begin`` run before its body, inside the call ``begin`` counted."""
+def _is_async(fn: Callable[..., Any]) -> bool:
     import inspect  # here, not at import: the core's import stays light for one-call processes
 
-    if inspect.iscoroutinefunction(fn):
+    return inspect.iscoroutinefunction(fn)
+
+
+def _braked(fn: Callable[..., Any], begin: _Begin, switch: Switch, brake: LoopBrake) -> Any:
+    """``fn`` with ``begin`` run before its body, inside the call ``begin`` counted."""
+    if _is_async(fn):
 
         @functools.wraps(fn)
         async def braked_async(*args: Any, **kwargs: Any) -> Any:
@@ -262,16 +266,13 @@ def braked_execute(
             del args, kwargs, arguments  # no argument in this frame's locals
             raise
 
-    braked: Callable[..., Any] = _braked(execute, begin, switch, brake)
-    import inspect
-
-    if inspect.iscoroutinefunction(execute):
-        return braked
-    general = braked
+    general: Callable[..., Any] = _braked(execute, begin, switch, brake)
+    if _is_async(execute):
+        return general
 
     # The usual call, body(arguments, execution), read and handed on in place: the general
-    # wrapper's packing and its reader cost about 1,500 instructions a call on replay's path,
-    # 2.5% of a braked call through the harness (valgrind, see docs/performance.md).
+    # wrapper's repacking and its reader cost about 1,200 instructions a call on replay's path,
+    # 2% of a braked call through the harness (valgrind; see docs/performance.md).
     @functools.wraps(execute)
     def braked_sync(
         arguments: Any = _ABSENT, execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any

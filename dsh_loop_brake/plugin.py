@@ -138,12 +138,16 @@ class _Installation:
 
     def _register_seam(self, register: Callable[..., Any]) -> Callable[..., Any]:
         switch = self._switch
+        keyword = _first_parameter(register) or "definition"
 
         @functools.wraps(register)
-        def braked_register(definition: Any, *rest: Any, **kwargs: Any) -> Any:
+        def braked_register(*args: Any, **kwargs: Any) -> Any:
             if switch.on:
-                definition = self._braked(definition)
-            return register(definition, *rest, **kwargs)
+                if args:
+                    args = (self._braked(args[0]), *args[1:])
+                elif keyword in kwargs:
+                    kwargs[keyword] = self._braked(kwargs[keyword])
+            return register(*args, **kwargs)
 
         return braked_register
 
@@ -269,12 +273,12 @@ class _Installation:
         return name in self._braked_names
 
 
-def _first_parameter(execute: Callable[..., Any]) -> str | None:
-    """The name the host's ``execute`` takes its execution by, when it is passed by keyword."""
+def _first_parameter(method: Callable[..., Any]) -> str | None:
+    """The name a host's ``register``/``execute`` takes its one argument by, as a keyword."""
     import inspect
 
     try:
-        parameters = inspect.signature(execute).parameters.values()
+        parameters = inspect.signature(method).parameters.values()
     except (TypeError, ValueError):
         return None
     for parameter in parameters:

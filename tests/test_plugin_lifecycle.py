@@ -227,3 +227,23 @@ def test_dispose_leaves_instance_attributes_another_plugin_set_on_top_alone() ->
     tools.register({"name": "search", "execute": body})
     for _ in range(3):
         assert tools.execute(call()) == "ok"  # our layer under it passes calls through
+
+
+class KeywordHost(InlineHost):
+    """A registry whose callers pass the definition and the execution by keyword."""
+
+    def register(self, tool: Any) -> Any:  # type: ignore[override]
+        return super().register(tool)
+
+    def execute(self, call: Any) -> Any:  # type: ignore[override]
+        return super().execute(call)
+
+
+def test_a_registry_called_with_keywords_is_braked_the_same() -> None:
+    tools = KeywordHost()
+    brake = loop_brake_plugin.apply(Context(tools), {"maxRepeats": 2})
+    tools.register(tool={"name": "search", "execute": body})
+    assert tools.execute(call=call()) == "ok"
+    with pytest.raises(LoopBrakeError):
+        tools.execute(call=call())
+    assert brake.streak("agent-1") is not None
