@@ -460,7 +460,10 @@ def brake_definition(definition: T, brake: LoopBrake, *, switch: Switch = _ALWAY
 
 def tool_name(definition: object, execute: object) -> str:
     """The name a definition's calls are counted under: its ``name``, else its body's name."""
-    name = read_field(definition, "name")
+    try:
+        name = read_field(definition, "name")
+    except Exception:
+        name = None  # a name that cannot be read: the body's name stands in
     if type(name) is str and name:
         return name
     if name is not None and name != "":
@@ -502,8 +505,8 @@ def with_execute(definition: T, execute: Callable[..., Any]) -> T:
     if dataclasses.is_dataclass(definition) and not isinstance(definition, type):
         try:
             copied: T = dataclasses.replace(definition, execute=execute)
-        except (TypeError, ValueError):
-            pass  # execute is not an init field, or an InitVar needs a value: copy it instead
+        except Exception:
+            pass  # execute is not an init field, an InitVar needs a value...: copy it instead
         else:
             return copied
     import copy

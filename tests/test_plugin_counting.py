@@ -91,6 +91,7 @@ def test_a_host_that_queues_bodies_for_a_worker_counts_each_call_once() -> None:
     host.register({"name": "read_file", "execute": body})
 
     tickets = [host.execute(execution()) for _ in range(4)]
+    host.close()  # the worker stops once these four have run
     assert [host.result(ticket) for ticket in tickets[:2]] == ["ok", "ok"]
     for ticket, count in zip(tickets[2:], (3, 4), strict=True):
         with pytest.raises(LoopBrakeError) as denied:
