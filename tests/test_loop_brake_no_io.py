@@ -163,6 +163,7 @@ def test_wrapped_tools_do_no_io_sync_and_async() -> None:
 
 
 _FRESH_INTERPRETER = r"""
+import logging  # a host that logs has it; the brake's first warning imports it otherwise
 import sys
 from dsh_loop_brake import loop_brake as core
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Final, final
 
-from dsh_loop_brake._brake import STREAK_DIGEST_BITS, STREAK_PREFIX_MASK, STREAK_PREFIX_SHIFT
+from dsh_loop_brake._canonical import HASH_PREFIX_LENGTH
 from dsh_loop_brake.harness import Agent, Harness, Row, ToolDefinition, ToolExecution, ToolResult
 from dsh_loop_brake.loop_brake import LoopBrake, LoopBrakeError
 from dsh_loop_brake.plugin import ROW_ID
@@ -33,6 +33,9 @@ __all__ = ["PROGRESS_EVERY", "Replayer"]
 _CHUNK: Final = 64
 PROGRESS_EVERY: Final = 16384
 """How many calls pass between two progress callbacks (at most one per chunk)."""
+
+# A call's hash prefix is the first 12 hex digits of its digest: 6 bytes.
+_PREFIX_BYTES: Final = HASH_PREFIX_LENGTH // 2
 
 _STUB_RESULT: Final = ToolResult(content="(replayed call: the recorded tool is not run again)")
 
@@ -53,7 +56,7 @@ class _Tally:
         self.calls = 0
         self.denied = 0
         self.longest = 0
-        self.distinct: set[int] = set()  # 48-bit hash prefixes: ints are half the size of str
+        self.distinct: set[bytes] = set()  # hash prefixes: 6 bytes are a third of their hex
         self.first_denial: FirstDenial | None = None
 
 
@@ -91,9 +94,8 @@ class _Lane:
         # The harness's registry, as the plugin patched it: a denial is the LoopBrakeError it
         # raises (Harness.execute would turn it into a result for an agent to read).
         self._execute = self.harness.ctx.tools.execute
-        # The brake's packed streaks, read in place after every call: streak() would format the
-        # hash prefix as hex, and even a method call is a measurable share of a replayed call.
-        self._streak = brake._streaks.get
+        # The brake's streak after every call, as the digest (streak() would format its hex).
+        self._streak = brake.streak_digest
         self._register = self.harness.tools.register
         self._registered: set[str] = set()
         self._agents = 0
@@ -128,16 +130,15 @@ class _Lane:
             current = streak(tally.agent.id)
             if current is None:
                 continue  # arguments the brake could not identify: allowed, not counted
-            prefix = (current >> STREAK_PREFIX_SHIFT) & STREAK_PREFIX_MASK
-            count = current >> STREAK_DIGEST_BITS
+            digest, count = current
+            prefix = digest[:_PREFIX_BYTES]
             tally.distinct.add(prefix)
             if count > tally.longest:
                 tally.longest = count
             if denied:
                 tally.denied += 1
                 if tally.first_denial is None:
-                    shown = format(prefix, "012x")
-                    tally.first_denial = FirstDenial(tally.calls, tool, count, shown)
+                    tally.first_denial = FirstDenial(tally.calls, tool, count, prefix.hex())
 
     def _open(self, session: int) -> None:
         while len(self.tallies) <= session:
