@@ -143,3 +143,43 @@ def test_random_values_match_javascript(node: NodeReference, value: Any) -> None
 def test_random_keys_sort_as_javascript_sorts_them(node: NodeReference, keys: list[str]) -> None:
     value = {key: index for index, key in enumerate(keys)}
     assert canonical_json(value) == node.canonical(value)
+
+
+# Floats of every magnitude, where float.__repr__ and Number::toString choose different forms
+# (exponent notation below 1e-4 and from 1e16 for repr, below 1e-6 and from 1e21 for JavaScript).
+_ANY_MAGNITUDE = st.one_of(
+    _FLOATS,
+    st.tuples(st.floats(1, 10, exclude_max=True), st.integers(-30, 30), st.booleans()).map(
+        lambda t: (-1 if t[2] else 1) * t[0] * 10.0 ** t[1]
+    ),
+    st.integers(-(2**60), 2**60).map(float),
+)
+_NUMBERS = st.lists(st.one_of(_ANY_MAGNITUDE, _ANY_MAGNITUDE, _INTS), max_size=40)
+
+
+@settings(max_examples=150)
+@given(numbers=_NUMBERS, wrap=st.booleans())
+def test_arrays_of_numbers_of_every_magnitude_match_javascript(
+    node: NodeReference, numbers: list[Any], wrap: bool
+) -> None:
+    value: Any = {"input": numbers, "model": "m"} if wrap else numbers
+    assert canonical_json(value) == node.canonical(value)
+
+
+_ROW_VALUES = st.one_of(st.none(), st.booleans(), _INTS, _ANY_MAGNITUDE, _TEXT)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.dictionaries(
+            st.sampled_from(["id", "name", "score", "tags", "\U0001f600"]), _ROW_VALUES
+        ),
+        min_size=50,
+        max_size=400,
+    )
+)
+def test_long_lists_of_small_objects_match_javascript(
+    node: NodeReference, rows: list[dict[str, Any]]
+) -> None:
+    assert canonical_json({"rows": rows}) == node.canonical({"rows": rows})

@@ -11,6 +11,8 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_loop_brake import call_hash, canonical_json, hash_prefix
 
@@ -211,3 +213,39 @@ def test_huge_values_are_identified() -> None:
     wide = {f"k{i}": [i, {"v": float(i) / 7}] for i in range(20_000)}
     text = canonical_json(wide)
     assert text.startswith('{"k0":[0,{"v":0}],"k1":[1,{"v":0.14285714285714285}],"k10":')
+
+
+@settings(max_examples=300)
+@given(
+    numbers=st.lists(
+        st.one_of(
+            st.floats(),
+            st.integers(),
+            st.tuples(st.floats(1, 10), st.integers(-330, 310)).map(
+                lambda t: float(f"{t[0]}e{t[1]}")
+            ),
+        ),
+        max_size=30,
+    )
+)
+def test_an_array_of_numbers_is_its_numbers_each_written_alone(numbers: list[Any]) -> None:
+    # An array of numbers is written in one piece; each number alone takes another path.
+    assert canonical_json(numbers) == "[" + ",".join(map(canonical_json, numbers)) + "]"
+    assert canonical_json(tuple(numbers)) == canonical_json(numbers)
+    assert canonical_json({"v": numbers}) == '{"v":' + canonical_json(numbers) + "}"
+
+
+def test_large_arguments_are_exact_whichever_path_writes_them() -> None:
+    rows = [
+        {"id": i, "name": f"item-{i}", "score": [0.5, 1.0, 1e-5, -0.0][i % 4]}
+        for i in range(10_000)
+    ]
+    text = canonical_json({"rows": rows})
+    assert text.startswith(
+        '{"rows":[{"id":0,"name":"item-0","score":0.5},{"id":1,"name":"item-1","score":1},'
+    )
+    assert '{"id":2,"name":"item-2","score":0.00001},{"id":3,"name":"item-3","score":0}' in text
+    embedding = [float(("-" if i % 2 else "") + f"1.5e-{i % 12}") for i in range(1536)]
+    assert canonical_json(embedding).startswith(
+        "[1.5,-0.15,0.015,-0.0015,0.00015,-0.000015,0.0000015,-1.5e-7,"
+    )
