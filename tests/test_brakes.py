@@ -114,14 +114,7 @@ def frames_of_a_denial(which: str) -> list[str]:
 @pytest.mark.parametrize(
     "which",
     [
-        pytest.param(
-            "loop-brake",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="LoopBrake.check still holds the arguments in its own frame when it raises"
-                " (the core's part of this guarantee; remove this mark when it lands)",
-            ),
-        ),
+        "loop-brake",
         "circuit-breaker",
     ],
 )
