@@ -23,8 +23,10 @@ session by a best-effort second statement); the purge takes rows from buckets th
 and checks ``expires`` too.
 
 Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
-does not hold up the others beyond SQLite's own lock); a child process made by ``fork`` opens its
-own and never touches the connections it inherited.
+does not hold up the others beyond SQLite's own lock). A thread's connection is closed once the
+thread has ended, when the next new thread opens its own: a host that runs each request in a
+thread of its own must not collect two open files per request. A child process made by ``fork``
+opens its own and never touches the connections it inherited.
 """
 
 from __future__ import annotations
@@ -403,7 +405,9 @@ class SQLiteStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []  # every thread's, to close them all
+        # Every thread's connection, with the thread it belongs to: to close them all, and to close
+        # those of threads that have ended.
+        self._connections: dict[sqlite3.Connection, threading.Thread] = {}
         self._inherited: list[sqlite3.Connection] = []  # from a parent process: never used
         self._generation = object()  # replaced by close() and fork: older connections are stale
         _stores.add(self)
@@ -626,7 +630,7 @@ class SQLiteStore:
     def close(self) -> None:
         """Close every thread's connection; the next operation opens a new one."""
         with self._lock:
-            connections, self._connections = self._connections, []
+            connections, self._connections = self._connections, {}
             self._generation = object()
         for db in connections:
             with contextlib.suppress(sqlite3.Error):  # what may already be broken must not raise
@@ -681,8 +685,16 @@ class SQLiteStore:
             db.close()
             raise
         with self._lock:
-            self._connections.append(db)
+            # The connections of threads that have ended go now: nothing can use them again (a
+            # thread's connection is reached only through that thread's own local storage).
+            ended = [old for old, thread in self._connections.items() if not thread.is_alive()]
+            for old in ended:
+                del self._connections[old]
+            self._connections[db] = threading.current_thread()
             generation = self._generation
+        for old in ended:
+            with contextlib.suppress(sqlite3.Error):
+                old.close()
         self._local.db = db
         self._local.generation = generation
         return db
@@ -709,8 +721,7 @@ class SQLiteStore:
 
     def _drop(self, db: sqlite3.Connection) -> None:
         with self._lock:
-            if db in self._connections:
-                self._connections.remove(db)
+            self._connections.pop(db, None)
         if getattr(self._local, "db", None) is db:
             self._local.db = None
         with contextlib.suppress(sqlite3.Error):
@@ -719,6 +730,6 @@ class SQLiteStore:
     def _forget_inherited_connections(self) -> None:
         """In a child after fork: set the parent's connections aside, unused and unclosed."""
         self._inherited.extend(self._connections)
-        self._connections = []
+        self._connections = {}
         self._lock = threading.Lock()  # a lock held by another thread at fork stays held
         self._generation = object()
