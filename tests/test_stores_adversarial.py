@@ -15,6 +15,8 @@ import pytest
 
 from dsh_loop_brake.stores import (
     SQLiteStore,
+    StoreConfigError,
+    open_store,
 )
 
 A = hashlib.sha256(b"a").digest()
@@ -68,3 +70,46 @@ def test_a_store_used_by_a_thread_that_ended_still_counts_and_closes(tmp_path: P
     store.close()
     assert store.read_streak("s") == (A, 4)
     store.close()
+
+
+# --- SQLite: what is at the path --------------------------------------------------------------
+
+
+@unix_only
+def test_a_dangling_link_at_the_path_creates_no_file_where_it_points(tmp_path: Path) -> None:
+    # Planted in a shared directory, a link would make the store create a file of the link's
+    # choosing, with the user's rights.
+    target = tmp_path / "elsewhere" / "planted"
+    target.parent.mkdir()
+    path = tmp_path / "brakes.sqlite3"
+    path.symlink_to(target)
+    with pytest.raises(StoreConfigError, match="symbolic link"):
+        SQLiteStore(path)
+    assert not target.exists()
+    with pytest.raises(StoreConfigError, match="symbolic link"):
+        open_store(f"sqlite:{path}")
+    assert not target.exists()
+
+
+@unix_only
+def test_a_link_to_another_file_leaves_that_file_alone(tmp_path: Path) -> None:
+    other = tmp_path / "someone-elses-empty-file"
+    other.write_bytes(b"")
+    path = tmp_path / "brakes.sqlite3"
+    path.symlink_to(other)
+    with pytest.raises(StoreConfigError, match="symbolic link") as raised:
+        SQLiteStore(path)
+    assert other.read_bytes() == b""
+    assert str(path) in str(raised.value)
+
+
+@unix_only
+def test_a_named_pipe_or_a_directory_at_the_path_is_refused_at_once(tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe.sqlite3"
+    os.mkfifo(pipe)
+    with pytest.raises(StoreConfigError, match="not a regular file"):
+        SQLiteStore(pipe)
+    directory = tmp_path / "dir.sqlite3"
+    directory.mkdir()
+    with pytest.raises(StoreConfigError, match="directory"):
+        SQLiteStore(directory)

@@ -32,8 +32,10 @@ opens its own and never touches the connections it inherited.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -242,19 +244,46 @@ def _make_directories(directory: str, url: str) -> None:
             ) from error
 
 
+# Opening the file ourselves first, never through a symbolic link (a link planted at the path in a
+# shared directory would otherwise make the store create, or turn into a database, whatever file
+# it points to; SQLite itself refuses links for its -wal and -shm files), and without blocking
+# (a named pipe at the path would otherwise wait for a writer on some systems).
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS: Final = (
+    os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW
+)
+
+
 def _prepare_file(path: str, url: str) -> None:
-    """Make sure the database file exists, created owner-only (0600) when it did not."""
+    """Make sure the database file exists as a regular file, created owner-only (0600) when it
+    did not."""
     _make_directories(os.path.dirname(path), url)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        if not _NOFOLLOW and os.path.islink(path):  # Windows: the best that can be done
+            raise OSError(errno.ELOOP, "is a symbolic link")
+        fd = os.open(path, _OPEN_FLAGS, 0o600)
     except OSError as error:
-        reason = "it is a directory" if os.path.isdir(path) else error.strerror
+        if os.path.islink(path):
+            reason = "it is a symbolic link, and the store never opens its file through one"
+            advice = "give the path of the file itself"
+        elif os.path.isdir(path):
+            reason, advice = "it is a directory", "choose a file path"
+        else:
+            reason = error.strerror or type(error).__name__
+            advice = "choose a file you can read and write"
         raise StoreConfigError(
-            f"store {shown(url)}: cannot open the database file"
-            f" ({reason or type(error).__name__}); choose a file you can read and write",
-            url=url,
+            f"store {shown(url)}: cannot open the database file ({reason}); {advice}", url=url
         ) from error
-    os.close(fd)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    if not regular:
+        raise StoreConfigError(
+            f"store {shown(url)}: cannot open the database file (it is not a regular file);"
+            " choose a file path",
+            url=url,
+        )
 
 
 def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
