@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _redis_server import RedisServer
 
 from dsh_loop_brake.stores import (
+    RedisStore,
     SQLiteStore,
     StoreConfigError,
+    StoreError,
     open_store,
 )
 
@@ -113,3 +118,133 @@ def test_a_named_pipe_or_a_directory_at_the_path_is_refused_at_once(tmp_path: Pa
     directory.mkdir()
     with pytest.raises(StoreConfigError, match="directory"):
         SQLiteStore(directory)
+
+
+# --- Redis: a client that retries, an answer lost on the way back -----------------------------
+
+
+class AnswerLosingProxy:
+    """A TCP relay to a real redis-server that loses the server's answer to the first ``lose``
+    EVALSHA commands: the script has run on the server, and the client sees the connection drop
+    before the answer arrives (a network blip, a failover, a load balancer's idle cut)."""
+
+    def __init__(self, port: int, *, lose: int) -> None:
+        self.target = ("127.0.0.1", port)
+        self.lose = lose
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._relay, args=(client, server), daemon=True).start()
+
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        # redis-py sends one command and waits for its answer: one request, one reply.
+        with client, server:
+            try:
+                while request := client.recv(65536):
+                    server.sendall(request)
+                    answer = server.recv(65536)
+                    if b"EVALSHA" in request.upper() and self.lose > 0:
+                        self.lose -= 1
+                        return  # the answer never reaches the client
+                    client.sendall(answer)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stopped = True
+        self.listener.close()
+
+
+@pytest.fixture
+def lossy(redis_server: RedisServer) -> Iterator[AnswerLosingProxy]:
+    proxy = AnswerLosingProxy(redis_server.port, lose=1)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def retrying_client(port: int) -> object:
+    """A client that retries a command whose connection failed, as redis-py's default client
+    does since redis-py 6 (three retries)."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return redis.Redis(host="127.0.0.1", port=port, retry=Retry(NoBackoff(), 3))
+
+
+def test_a_retried_streak_check_whose_answer_was_lost_counts_once(
+    lossy: AnswerLosingProxy,
+) -> None:
+    client = retrying_client(lossy.port)
+    store = RedisStore(client, prefix="lost-streak:")  # type: ignore[arg-type]
+    store.ping()  # the scripts are loaded: the next command is the check's EVALSHA
+    assert store.advance_streak("s", A) == 1  # its first answer was lost, and it was retried
+    assert lossy.lose == 0
+    assert store.read_streak("s") == (A, 1)
+    assert store.advance_streak("s", A) == 2
+    assert store.advance_streak("s", B) == 1
+    client.close()  # type: ignore[attr-defined]
+
+
+def test_a_retried_breaker_check_whose_answer_was_lost_counts_once(
+    lossy: AnswerLosingProxy,
+) -> None:
+    client = retrying_client(lossy.port)
+    store = RedisStore(client, prefix="lost-judge:")  # type: ignore[arg-type]
+    store.ping()
+    assert store.judge_call("ag", A, duplicate_limit=2, window=5, cap=0) is None
+    assert lossy.lose == 0
+    assert store.breaker_calls("ag") == 1
+    denial = store.judge_call("ag", A, duplicate_limit=2, window=5, cap=0)
+    assert denial is not None and (denial.kind, denial.count, denial.first) == (
+        "duplicate",
+        2,
+        True,
+    )
+    client.close()  # type: ignore[attr-defined]
+
+
+def test_a_retried_denial_whose_answer_was_lost_is_still_the_first(
+    lossy: AnswerLosingProxy,
+) -> None:
+    # The incident log is written for the denial marked first: a retry must not lose the mark.
+    lossy.lose = 0  # the allowed call's answer arrives
+    client = retrying_client(lossy.port)
+    store = RedisStore(client, prefix="lost-first:")  # type: ignore[arg-type]
+    store.ping()
+    assert store.judge_call("ag", None, duplicate_limit=2, window=5, cap=1) is None
+    lossy.lose = 1  # the denial's answer is lost, and the client retries
+    denial = store.judge_call("ag", None, duplicate_limit=2, window=5, cap=1)
+    assert lossy.lose == 0
+    assert denial is not None and (denial.kind, denial.count, denial.first) == ("cap", 1, True)
+    denial = store.judge_call("ag", None, duplicate_limit=2, window=5, cap=1)
+    assert denial is not None and (denial.kind, denial.count, denial.first) == ("cap", 1, False)
+    assert store.breaker_calls("ag") == 1
+    client.close()  # type: ignore[attr-defined]
+
+
+def test_a_url_store_whose_answer_was_lost_fails_once_and_counts_the_call_once(
+    redis_server: RedisServer,
+) -> None:
+    proxy = AnswerLosingProxy(redis_server.port, lose=1)
+    try:
+        store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix="lost-url:")
+        store.ping()
+        with pytest.raises(StoreError, match="cannot be reached"):
+            store.advance_streak("s", A)  # a URL's client never retries: the check fails open
+        assert store.read_streak("s") == (A, 1)  # the server ran it once
+        assert store.advance_streak("s", A) == 2
+        store.close()
+    finally:
+        proxy.close()

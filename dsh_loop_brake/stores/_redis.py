@@ -4,22 +4,34 @@ Each check is one server-side Lua script (registered with redis-py's ``register_
 runs by ``EVALSHA``): one round trip, and atomic, because Redis runs a script to its end before
 any other command. Keys (``prefix`` is ``dsh-loop-brake:`` unless told otherwise):
 
-* ``<prefix>streak:<session>`` -- a string: the 32-byte digest followed by the count in decimal;
+* ``<prefix>streak:<session>`` -- a string: the 32-byte digest, the 8-byte token of the check
+  that wrote it, then the count in decimal;
 * ``<prefix>agent:<id>``, and ``<prefix>no-agent`` for calls without an agent -- a hash with
   ``calls``, ``marks`` (incident bits), ``next`` and ``head`` (the window's sequence bounds),
-  ``w:<seq>`` (the window's digests) and ``c:<digest>`` (how often each digest is in it).
+  ``w:<seq>`` (the window's digests), ``c:<digest>`` (how often each digest is in it), and ``t``
+  and ``a``: the token of the last check and its answer.
 
 Every key a check touches gets ``EXPIRE session_ttl``, so state untouched for that long goes away
 by itself. One script touches one key, so the store also works through a Redis Cluster client.
 
+A check whose answer is lost on the way back (the connection drops after the script ran) may be
+sent again by the client: redis-py's own client retries three times by default since redis-py 6,
+a cluster client on its own terms. So every check carries a random token, which the script keeps
+with the state it wrote; the same check arriving again gets the answer it was given the first
+time, and nothing is counted twice. Only the last check's token is kept: a retry that comes after
+another check of the same session or agent counts again (for a streak that matters only when the
+same call is made twice at once in one session).
+
 The ``redis`` package is the optional extra ``redis``, imported only when a ``RedisStore`` is
 made. Connections made from a URL wait at most 2 s to connect or for an answer and never retry a
-command by themselves: a retried script whose first answer was lost would count one call twice.
+command by themselves: a check whose answer is lost fails at once (and the brake fails open)
+rather than holding up the call with retries.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from typing import TYPE_CHECKING, Any, Final, final
 from urllib.parse import urlsplit
@@ -44,26 +56,38 @@ __all__ = ["SOCKET_TIMEOUT", "MissingExtraError", "RedisStore"]
 #: Seconds a connection made from a URL waits to connect, and for each answer.
 SOCKET_TIMEOUT: Final = 2.0
 
-# KEYS[1] the session's key; ARGV[1] the digest. Each store writes its session_ttl into its own
-# copy of the scripts (@TTL@): one argument fewer to encode on every check, which is measurable
-# against a round trip that is mostly the client's own work.
+# KEYS[1] the session's key; ARGV[1] the digest followed by the check's token, which is also how
+# the value begins. Each store writes its session_ttl into its own copy of the scripts (@TTL@):
+# every argument fewer to encode on every check is measurable against a round trip that is
+# mostly the client's own work (so the token travels inside the digest's argument, too).
 _ADVANCE: Final = """
 local value = redis.call('GET', KEYS[1])
 local count = 1
-if value and string.sub(value, 1, 32) == ARGV[1] then
-    count = tonumber(string.sub(value, 33)) + 1
+if value then
+    if string.sub(value, 33, 40) == string.sub(ARGV[1], 33, 40) then
+        return tonumber(string.sub(value, 41))  -- this check again: its answer was lost
+    end
+    if string.sub(value, 1, 32) == string.sub(ARGV[1], 1, 32) then
+        count = tonumber(string.sub(value, 41)) + 1
+    end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. string.format('%d', count), 'EX', @TTL@)
 return count
 """
 
-# KEYS[1] the agent's key; ARGV[1] the digest ('' for a call that was not identified),
-# ARGV[2] duplicate_limit, ARGV[3] window, ARGV[4] cap.
-# BreakerWindow.judge, step for step.
+# KEYS[1] the agent's key; ARGV[1] the digest ('' for a call that was not identified) followed by
+# the check's token, ARGV[2] duplicate_limit, ARGV[3] window, ARGV[4] cap.
+# BreakerWindow.judge, step for step; the answer is kept in 'a' ('' allowed, else
+# 'kind count limit first') for a retry of the same check (see the module docstring).
 _JUDGE: Final = """
-local key, digest = KEYS[1], ARGV[1]
+local key, digest, token = KEYS[1], string.sub(ARGV[1], 1, -9), string.sub(ARGV[1], -8)
 local limit, window, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local state = redis.call('HMGET', key, 'calls', 'marks', 'next', 'head')
+local state = redis.call('HMGET', key, 'calls', 'marks', 'next', 'head', 't', 'a')
+if state[5] == token then  -- this check again: its answer was lost
+    if state[6] == '' then return false end
+    local kind, count, hit, first = string.match(state[6], '^(%a+) (%d+) (%d+) (%d)$')
+    return {kind, tonumber(count), tonumber(hit), tonumber(first)}
+end
 local calls = tonumber(state[1]) or 0
 local marks = tonumber(state[2]) or 0
 local next_seq = tonumber(state[3]) or 0
@@ -93,7 +117,8 @@ if kind then
         first = 1
         marks = marks + mark
     end
-    redis.call('HSET', key, 'marks', int(marks), 'head', int(head))
+    local answer = kind .. ' ' .. int(count) .. ' ' .. int(hit) .. ' ' .. first
+    redis.call('HSET', key, 'marks', int(marks), 'head', int(head), 't', token, 'a', answer)
     redis.call('EXPIRE', key, @TTL@)
     return {kind, count, hit, first}
 end
@@ -105,13 +130,17 @@ if digest ~= '' then
     if next_seq - head > window then evict() end
 end
 redis.call('HSET', key, 'calls', int(calls), 'marks', int(marks), 'next', int(next_seq),
-    'head', int(head))
+    'head', int(head), 't', token, 'a', '')
 redis.call('EXPIRE', key, @TTL@)
 return false
 """
 
+#: The length of the random token each check carries (see the module docstring).
+TOKEN_SIZE: Final = 8
+
 _GLOB: Final = re.compile(rb"([*?\[\]\\])")
 _SCAN_BATCH: Final = 500
+_token: Final = os.urandom  # unique across processes and machines, and after fork
 
 
 class MissingExtraError(StoreConfigError, ImportError):
@@ -290,7 +319,7 @@ class RedisStore:
             check_digest(digest)
         key = self._streak_prefix + session.encode("utf-8", "surrogatepass")
         try:
-            count = self._advance((key,), (digest,))
+            count = self._advance((key,), (digest + _token(TOKEN_SIZE),))
         except self._errors as error:
             raise self._failure(error) from error
         return count  # type: ignore[no-any-return]  # a Lua number arrives as an int
@@ -304,7 +333,7 @@ class RedisStore:
         if value is None:
             return None
         try:
-            return bytes(value[:DIGEST_SIZE]), int(value[DIGEST_SIZE:])
+            return bytes(value[:DIGEST_SIZE]), int(value[DIGEST_SIZE + TOKEN_SIZE :])
         except (TypeError, ValueError) as error:  # the key was written by something else
             raise self._failure(error) from error
 
@@ -336,7 +365,8 @@ class RedisStore:
         cap: int,
     ) -> BreakerDenial | None:
         check_breaker_call(agent, digest, duplicate_limit, window, cap)
-        args = (b"" if digest is None else digest, duplicate_limit, window, cap)
+        call = _token(TOKEN_SIZE) if digest is None else digest + _token(TOKEN_SIZE)
+        args = (call, duplicate_limit, window, cap)
         try:
             answer = self._judge((self._agent_key(agent),), args)
         except self._errors as error:
