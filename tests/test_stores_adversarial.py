@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _redis_server import RedisServer
+from _redis_server import MakeRedisServer, RedisServer
 
 from dsh_loop_brake.stores import (
     RedisStore,
@@ -248,3 +248,47 @@ def test_a_url_store_whose_answer_was_lost_fails_once_and_counts_the_call_once(
         store.close()
     finally:
         proxy.close()
+
+
+# --- passwords in URLs typed wrong, or spelled with escapes -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis:/:{SECRET}@127.0.0.1:6379/0",  # one slash short
+        f"redis::{SECRET}@127.0.0.1:6379/0",  # no slashes
+        f"rediss:/user:{SECRET}@127.0.0.1:6379/0",
+        f"unix:/:{SECRET}@/run/redis.sock",
+        f"redsi:/:{SECRET}@127.0.0.1:6379/0",  # and the scheme mistyped too
+        f"redis:{SECRET}@127.0.0.1",  # user info without a colon may be a password
+    ],
+)
+def test_a_mistyped_url_with_a_password_never_shows_it(url: str) -> None:
+    with pytest.raises(StoreConfigError) as raised:
+        open_store(url)
+    error = raised.value
+    shown = "\n".join([str(error), repr(error), repr(error.args), str(error.url)])
+    assert SECRET not in shown
+    assert "***" in str(error)
+
+
+@pytest.mark.parametrize("name", ["pa%73sword", "%70assword", "PASS%57ORD"])
+def test_a_password_query_option_spelled_with_escapes_is_hidden(name: str) -> None:
+    # redis-py reads the option's name unescaped: pa%73sword= is its password.
+    store = RedisStore(f"redis://127.0.0.1:6379/0?{name}={SECRET}&db=0")
+    assert SECRET not in repr(store) + str(store) + store.url
+    assert store.url == f"redis://127.0.0.1:6379/0?{name}=***&db=0"
+
+
+def test_an_escaped_password_option_is_the_password_redis_py_uses(
+    make_redis_server: MakeRedisServer,
+) -> None:
+    server = make_redis_server("--requirepass", SECRET)
+    store = open_store(f"redis://127.0.0.1:{server.port}/0?pa%73sword={SECRET}")
+    assert store.advance_streak("s", A) == 1  # it authenticated with it
+    assert SECRET not in repr(store) + store.url
+    store.close()
+    with pytest.raises(StoreError, match="refused the credentials") as raised:
+        open_store(f"redis://127.0.0.1:{server.port}/0?pa%73sword=wrong-{SECRET}")
+    assert SECRET not in str(raised.value) + repr(raised.value) + str(raised.value.url)

@@ -1,7 +1,9 @@
 """Store URLs: which store a URL names, where a ``sqlite:`` path lives, and showing a URL safely.
 
 A password in a URL is never shown: ``redact_url`` replaces it (and the value of any query
-parameter whose name contains ``pass``) with ``***`` before a URL reaches a message or a repr.
+parameter whose name contains ``pass``, read with its escapes decoded as redis-py reads it) with
+``***`` before a URL reaches a message or a repr -- also in a URL typed wrong, which is just when
+its error message is shown.
 """
 
 from __future__ import annotations
@@ -25,24 +27,47 @@ REDIS_SCHEMES: Final = ("redis", "rediss", "unix")
 _KNOWN: Final = "memory:, sqlite:PATH, redis://, rediss:// or unix://"
 
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_SECRET_QUERY: Final = re.compile(r"([?&;][^=&;#]*pass[^=&;#]*=)[^&;#]*", re.IGNORECASE)
+_QUERY_OPTION: Final = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
+# Schemes whose URL is a path: an @ in it is part of a file name, never user info.
+_PATH_SCHEMES: Final = ("sqlite", "memory")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def redact_url(url: str) -> str:
     """``url`` with the password of its user info and of any ``...pass...=`` query shown as ``***``.
 
-    Errs on the side of hiding: everything before the last ``@`` after ``//`` is user info, and
-    user info without a ``:`` is hidden whole (``redis://secret@host`` may be a password).
+    Errs on the side of hiding: everything before the last ``@`` after the scheme (and its
+    ``//``, or without one: ``redis:/:secret@host`` is a typo, not a path) is user info, and user
+    info without a ``:`` is hidden whole (``redis://secret@host`` may be a password). Only the
+    path of a ``sqlite:`` or ``memory:`` URL without ``//`` is shown as it is.
     """
-    head, separator, rest = url.partition("//")
-    if not separator:
-        return _SECRET_QUERY.sub(r"\1***", url)
+    match = _SCHEME.match(url)
+    head, rest = (url[: match.end()], url[match.end() :]) if match else ("", url)
+    if rest.startswith("//"):
+        head, rest = head + "//", rest[2:]
+    elif match is not None and match.group(1).lower() in _PATH_SCHEMES:
+        return _hide_secret_options(url)
     userinfo, at, after = rest.rpartition("@")
     if at:
         user, colon, _password = userinfo.partition(":")
         rest = f"{user}:***@{after}" if colon else f"***@{after}"
-    return head + separator + _SECRET_QUERY.sub(r"\1***", rest)
+    return head + _hide_secret_options(rest)
+
+
+def _hide_secret_options(text: str) -> str:
+    """``text`` with the value of each query option whose name has ``pass`` in it as ``***``; the
+    name is read unescaped (``pa%73sword``), as redis-py reads it."""
+    if "=" not in text:
+        return text
+
+    def hide(option: re.Match[str]) -> str:
+        from urllib.parse import unquote_plus  # only for a URL with options
+
+        if "pass" in unquote_plus(option.group(2)).lower():
+            return f"{option.group(1)}{option.group(2)}=***"
+        return option.group(0)
+
+    return _QUERY_OPTION.sub(hide, text)
 
 
 def shown(url: str) -> str:
