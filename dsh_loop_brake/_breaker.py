@@ -132,6 +132,7 @@ class _Count(int):
 
 # --- names and agents -------------------------------------------------------------------------
 
+
 @functools.cache
 def _unsafe_in_name() -> re.Pattern[str]:
     # Control characters (C0, DEL, C1), the two Unicode line separators and lone surrogates: the
@@ -152,6 +153,24 @@ def plain_name(name: str) -> str:
     return _unsafe_in_name().sub(_escape, name)
 
 
+def _plain_str(value: object) -> str | None:
+    """``value`` as a plain ``str`` when it is a string, else ``None``.
+
+    A ``str`` subclass is read by its characters (``str.__str__`` copies them), so none of its
+    own methods -- a ``__format__`` that writes a line break into the deny message, a ``__hash__``
+    that raises -- runs later. The test is on the type itself: ``isinstance`` also asks the
+    object's ``__class__``, which raises for a proxy outside its context (werkzeug's
+    ``LocalProxy``, a lazy object whose factory fails), and the guard must judge such an agent,
+    not fail the host's call.
+    """
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]  # mypy does not narrow on type(value) is str
+    if issubclass(kind, str):
+        return str.__str__(value)
+    return None
+
+
 def _field(obj: object, name: str) -> Any:
     """Read ``name`` from an execution or agent by key (mapping) or by attribute; never raise."""
     try:
@@ -162,14 +181,19 @@ def _field(obj: object, name: str) -> Any:
 
 def _agent_id(agent: object) -> str | None:
     """The agent's id when it has a recognisable one: a str agent is its own id; else its ``id``
-    field, a non-empty str or an int."""
-    if isinstance(agent, str):
-        return agent or None
+    field, a non-empty str or an int (one too long to write in decimal is not recognisable)."""
+    text = _plain_str(agent)
+    if text is not None:
+        return text or None
     ident = _field(agent, "id")
-    if isinstance(ident, str) and ident:
-        return ident
-    if isinstance(ident, int) and not isinstance(ident, bool):
-        return str(ident)
+    text = _plain_str(ident)
+    if text:
+        return text
+    if issubclass(type(ident), int) and not issubclass(type(ident), bool):
+        try:
+            return int.__repr__(ident)  # the digits, whatever the class says
+        except ValueError:  # beyond sys.get_int_max_str_digits()
+            return None
     return None
 
 
@@ -302,7 +326,7 @@ class CircuitBreaker:
         The execution's ``name``, ``arguments`` and ``agent`` are read by attribute or by key.
         """
         name = _field(execution, "name")
-        tool = name if isinstance(name, str) else None
+        tool = _plain_str(name)
         agent = _field(execution, "agent")
         shown = tool if tool is not None else f"<{type(name).__name__}>"
         denial = self._judge(tool, shown, agent, execution, _arguments_of_execution)
@@ -317,10 +341,13 @@ class CircuitBreaker:
         it), a string id (state kept under that id), or ``None`` (the state shared by every call
         without an agent).
         """
-        if not isinstance(tool_name, str):
-            raise TypeError(
-                f"circuit breaker: the tool name must be a str, got {type(tool_name).__name__}"
-            )
+        if type(tool_name) is not str:
+            name = _plain_str(tool_name)
+            if name is None:
+                raise TypeError(
+                    f"circuit breaker: the tool name must be a str, got {type(tool_name).__name__}"
+                )
+            tool_name = name
         denial = self._judge(tool_name, tool_name, agent, args, _arguments_as_given)
         del args  # no frame of ours may still hold the arguments once a denial leaves it
         if denial is not None:
@@ -465,8 +492,9 @@ class CircuitBreaker:
         """The state held for ``agent``, without creating one."""
         if agent is None:
             return self._host
-        if isinstance(agent, str):
-            return self._named.get(agent) if agent else self._host
+        text = _plain_str(agent)
+        if text is not None:
+            return self._named.get(text) if text else self._host
         entry = self._weak.get(id(agent))
         if entry is not None and entry[0]() is agent:
             return entry[1]
@@ -477,9 +505,10 @@ class CircuitBreaker:
 
     def _state_for(self, agent: object) -> _AgentState:
         """The state for ``agent``, created on its first call (caller holds the lock)."""
-        if isinstance(agent, str):
-            if agent:
-                return self._named_state(agent)
+        text = _plain_str(agent)
+        if text is not None:
+            if text:
+                return self._named_state(text)
         elif agent is not None:
             key = id(agent)
             entry = self._weak.get(key)
