@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _redis_server import MakeRedisServer, RedisServer
@@ -75,6 +77,111 @@ def test_a_store_used_by_a_thread_that_ended_still_counts_and_closes(tmp_path: P
     store.close()
     assert store.read_streak("s") == (A, 4)
     store.close()
+
+
+# --- SQLite: fork ------------------------------------------------------------------------------
+
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def in_child(work: Any) -> str:
+    """Run ``work()`` in a child made by ``os.fork`` and return what it printed (its result)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, and leave without running the parent's clean-up
+        os.close(read)
+        try:
+            outcome = repr(work())
+        except BaseException as error:
+            outcome = f"{type(error).__name__}: {error}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        result = answer.read().decode()
+    os.waitpid(pid, 0)
+    return result
+
+
+def fresh_process_count(path: Path) -> str:
+    """The session's count as a new process, that never shared anything with this one, reads it."""
+    probe = (
+        "import sys; from dsh_loop_brake.stores import SQLiteStore;"
+        " print(SQLiteStore(sys.argv[1]).read_streak('s'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60
+    )
+    return result.stdout.strip() or result.stderr
+
+
+@fork_only
+def test_a_child_forked_while_the_parent_holds_the_store_open_shares_its_counts(
+    tmp_path: Path,
+) -> None:
+    # A parent that keeps its store open and forks workers (a preloaded server, a pool on
+    # Linux): the child's counts must land in the one file everyone reads, also once the parent
+    # has closed its own connections (closing the last one checkpoints and removes the WAL).
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteStore(path)
+    assert store.advance_streak("s", A) == 1
+    to_parent, to_child = os.pipe(), os.pipe()
+
+    def child() -> list[int]:
+        counts = [store.advance_streak("s", A) for _ in range(2)]
+        os.write(to_parent[1], b"1")  # the parent closes its store now
+        os.read(to_child[0], 1)
+        return counts + [store.advance_streak("s", A) for _ in range(2)]
+
+    results: list[str] = []
+    waiter = threading.Thread(target=lambda: results.append(in_child(child)))
+    waiter.start()
+    assert os.read(to_parent[0], 1) == b"1"
+    store.close()
+    os.write(to_child[1], b"1")
+    waiter.join(timeout=60)
+    for fd in (*to_parent, *to_child):
+        os.close(fd)
+    assert results == ["[2, 3, 4, 5]"]
+    assert fresh_process_count(path) == repr((A, 5))
+
+
+@fork_only
+def test_a_child_forked_while_another_thread_is_mid_check_can_still_write(
+    tmp_path: Path,
+) -> None:
+    # The fork copies the process as it is: a thread inside a check holds the file's write lock,
+    # and the child's copy of SQLite's books says this process holds it -- for good, in the child.
+    inside, release = threading.Event(), threading.Event()
+
+    def clock() -> float:
+        if threading.current_thread().name == "mid-check":
+            inside.set()
+            release.wait(30)
+        return time.time()
+
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteStore(path, clock=clock)
+    checker = threading.Thread(
+        target=store.judge_call,
+        args=("agent", A),
+        kwargs={"duplicate_limit": 5, "window": 5, "cap": 0},
+        name="mid-check",
+    )
+    checker.start()
+    assert inside.wait(30)  # the thread is inside its transaction now
+    threading.Timer(0.3, release.set).start()  # it finishes a moment after the fork begins
+
+    def child() -> tuple[int, int]:
+        return store.advance_streak("s", A), SQLiteStore(path).advance_streak("s", A)
+
+    started = time.monotonic()
+    result = in_child(child)
+    checker.join(timeout=60)
+    assert result == "(1, 2)"
+    assert time.monotonic() - started < 60  # bounded; the child did not give up on a lock
+    assert store.breaker_calls("agent") == 1
+    assert store.advance_streak("s", A) == 3
 
 
 # --- SQLite: what is at the path --------------------------------------------------------------

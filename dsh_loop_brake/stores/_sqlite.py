@@ -25,14 +25,25 @@ and checks ``expires`` too.
 Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
 does not hold up the others beyond SQLite's own lock). A thread's connection is closed once the
 thread has ended, when the next new thread opens its own: a host that runs each request in a
-thread of its own must not collect two open files per request. A child process made by ``fork``
-opens its own and never touches the connections it inherited.
+thread of its own must not collect two open files per request.
+
+Fork. SQLite keeps per-process books about the files it has open -- which locks this process
+holds, the WAL index it has mapped -- and ``fork`` copies them into the child, where any new
+connection to the same file shares them: it takes no lock of its own (so the parent, closing its
+last connection, checkpoints and removes the WAL under the child's writes, which then reach no
+one), and a lock that another thread held at the moment of the fork stays held in the child for
+good (every check there waits for the busy timeout and fails). So before a fork the process lets
+go of every store's file: the fork waits for the checks in flight (new ones wait for the fork, at
+most a moment) and closes all their connections; parent and child each reopen on their next
+check. Only when a check does not finish in time (a fork from inside a check) does the child set
+the connections it inherited aside, as a last resort, never using or closing them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import sqlite3
 import stat
@@ -40,7 +51,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Final, final
+from typing import Final, TypeVar, final
 
 from dsh_loop_brake._store import (
     DENIAL_MARKS,
@@ -56,6 +67,8 @@ from dsh_loop_brake._store import (
 from dsh_loop_brake.stores._url import shown
 
 __all__ = ["MAX_BUSY_TIMEOUT", "MIN_SQLITE_VERSION", "SQLiteStore"]
+
+_Result = TypeVar("_Result")
 
 #: The longest a check waits for another process's write lock before it fails.
 MAX_BUSY_TIMEOUT: Final = 2.0
@@ -198,20 +211,77 @@ def _is_busy(error: sqlite3.Error) -> bool:
     return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
-# --- fork safety ------------------------------------------------------------------------------
-# SQLite must not be used through a connection inherited across fork(): the child drops every
-# store's connections from its books (never closing them: closing could checkpoint or unlink the
-# parent's WAL) and opens its own on first use.
+# --- fork safety (see the module docstring) ---------------------------------------------------
 _stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+# One entry per store operation in flight in this process, in any thread: list.append and
+# list.pop are each atomic, so this counts without a lock on every check's path.
+_in_flight: list[None] = []
+_forking = False  # a fork is waiting for the operations in flight; new ones wait for it
+_fork_gate = threading.Lock()  # held by the forking thread from before the fork until after it
+
+
+def _wait_for_fork() -> None:
+    """Called by an operation that found a fork waiting: stand aside until it has happened."""
+    while _forking:
+        _in_flight.pop()
+        with _fork_gate:
+            pass
+        _in_flight.append(None)
+
+
+def _fenced(method: Callable[..., _Result]) -> Callable[..., _Result]:
+    """Count ``method`` (a store operation) as in flight, so that no fork happens inside it."""
+
+    @functools.wraps(method)
+    def operation(*args: object, **kwargs: object) -> _Result:
+        _in_flight.append(None)
+        if _forking:
+            _wait_for_fork()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _in_flight.pop()
+
+    return operation
+
+
+def _before_fork() -> None:
+    global _forking
+    _fork_gate.acquire()
+    _forking = True
+    # From here on an operation that starts stands aside (_wait_for_fork) before it touches
+    # SQLite, so once the count is seen at zero no thread of ours is inside SQLite.
+    deadline = time.monotonic() + MAX_BUSY_TIMEOUT + 1.0  # a check waits 2 s for a lock at most
+    while _in_flight:
+        if time.monotonic() >= deadline:
+            return  # a fork from inside an operation: the child sets its connections aside
+        time.sleep(0.001)
+    for store in list(_stores):  # let go of every store's file
+        store.close()
+
+
+def _after_fork_in_parent() -> None:
+    global _forking
+    _forking = False
+    _fork_gate.release()
 
 
 def _after_fork_in_child() -> None:
+    global _forking, _fork_gate
+    _forking = False
+    _fork_gate = threading.Lock()  # the parent's is held, and no thread here will release it
+    _in_flight.clear()  # the threads those operations ran in are not in this process
     for store in list(_stores):
-        store._forget_inherited_connections()
+        store._forget_inherited_connections()  # none are left when the fork was quiet
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 
 
 # --- the file ---------------------------------------------------------------------------------
@@ -440,7 +510,7 @@ class SQLiteStore:
         self._inherited: list[sqlite3.Connection] = []  # from a parent process: never used
         self._generation = object()  # replaced by close() and fork: older connections are stale
         _stores.add(self)
-        self._db()  # open and check the file now, so a bad path fails here, not mid-run
+        self._open()  # open and check the file now, so a bad path fails here, not mid-run
 
     # -- the protocol's attributes --
 
@@ -476,18 +546,25 @@ class SQLiteStore:
             check_key(session, "session")
             check_digest(digest)
         key = session.encode("utf-8", "surrogatepass")
-        db = self._db()
-        now = self._clock()
-        db.count, db.bucket = 1, None  # what a new row reports: nothing, count 1
+        _in_flight.append(None)  # what _fenced does, written out on the busiest path
+        if _forking:
+            _wait_for_fork()
         try:
-            db.execute(_ADVANCE, (key, digest, now, self._ttl))
-        except sqlite3.Error as error:
-            raise self._failure(db, error) from error
-        bucket = db.bucket
-        if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
-            self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
-        return db.count
+            db = self._db()
+            now = self._clock()
+            db.count, db.bucket = 1, None  # what a new row reports: nothing, count 1
+            try:
+                db.execute(_ADVANCE, (key, digest, now, self._ttl))
+            except sqlite3.Error as error:
+                raise self._failure(db, error) from error
+            bucket = db.bucket
+            if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
+                self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
+            return db.count
+        finally:
+            _in_flight.pop()
 
+    @_fenced
     def read_streak(self, session: str) -> tuple[bytes, int] | None:
         check_key(session, "session")
         key = session.encode("utf-8", "surrogatepass")
@@ -498,6 +575,7 @@ class SQLiteStore:
             raise self._failure(db, error) from error
         return None if row is None else (bytes(row[0]), int(row[1]))
 
+    @_fenced
     def forget_streaks(self, session: str | None = None) -> None:
         check_key(session, "session", optional=True)
         db = self._db()
@@ -509,6 +587,7 @@ class SQLiteStore:
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
+    @_fenced
     def count_streaks(self) -> int:
         db = self._db()
         try:
@@ -519,6 +598,7 @@ class SQLiteStore:
 
     # -- the circuit breaker's windows --
 
+    @_fenced
     def judge_call(
         self,
         agent: str | None,
@@ -614,6 +694,7 @@ class SQLiteStore:
             db.execute(_WINDOW_FORGET, (expired,))
             db.execute(_FORGET_AGENT, (expired,))
 
+    @_fenced
     def breaker_calls(self, agent: str | None) -> int:
         check_key(agent, "agent", optional=True)
         db = self._db()
@@ -623,6 +704,7 @@ class SQLiteStore:
             raise self._failure(db, error) from error
         return 0 if row is None else int(row[0])
 
+    @_fenced
     def forget_breaker(self) -> None:
         db = self._db()
         try:
@@ -638,6 +720,7 @@ class SQLiteStore:
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
+    @_fenced
     def count_agents(self) -> int:
         db = self._db()
         try:
@@ -648,6 +731,7 @@ class SQLiteStore:
 
     # -- the rest of the protocol --
 
+    @_fenced
     def ping(self) -> None:
         """Open the file if need be and read it once."""
         db = self._db()
@@ -666,6 +750,10 @@ class SQLiteStore:
                 db.close()
 
     # -- connections --
+
+    @_fenced
+    def _open(self) -> None:
+        self._db()
 
     def _db(self) -> _Connection:
         """This thread's connection, opened (and the file checked) on first use."""
@@ -757,7 +845,8 @@ class SQLiteStore:
             db.close()
 
     def _forget_inherited_connections(self) -> None:
-        """In a child after fork: set the parent's connections aside, unused and unclosed."""
+        """In a child after fork: set the parent's connections aside, unused and unclosed (only
+        those of a fork that did not find the process quiet are still here)."""
         self._inherited.extend(self._connections)
         self._connections = {}
         self._lock = threading.Lock()  # a lock held by another thread at fork stays held
