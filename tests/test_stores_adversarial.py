@@ -79,6 +79,37 @@ def test_a_store_used_by_a_thread_that_ended_still_counts_and_closes(tmp_path: P
     store.close()
 
 
+DROPPED_STORES = """
+import gc, hashlib, os, resource, sys
+from dsh_loop_brake.stores import SQLiteStore
+
+# A host that opens a store per request and forgets to close it, under a modest file limit.
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+digest = hashlib.sha256(b"search").digest()
+for number in range(200):
+    store = SQLiteStore(sys.argv[1])
+    store.advance_streak(f"request-{number}", digest)
+    del store
+    gc.collect()
+with open(os.devnull) as still_possible:  # the host itself can still open a file
+    pass
+print("ok")
+"""
+
+
+@unix_only
+def test_a_store_dropped_without_close_gives_its_files_back(tmp_path: Path) -> None:
+    # Like a file object, a store that is garbage does not keep its file open for good.
+    result = subprocess.run(
+        [sys.executable, "-c", DROPPED_STORES, str(tmp_path / "s.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"
+
+
 # --- SQLite: fork ------------------------------------------------------------------------------
 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

@@ -122,7 +122,7 @@ _SCHEMA: Final = (
 
 # ?1 session, ?2 digest, ?3 now, ?4 session_ttl. An expired row counts as no row. The new count
 # of an existing row reaches Python through dsh_loop_brake_report(count, bucket) (see
-# _Connection); a new row has count 1. RETURNING would say the same, at 1.38x a bare upsert's
+# _Heard); a new row has count 1. RETURNING would say the same, at 1.38x a bare upsert's
 # cost against 1.09x this way (a streak check must stay within 1.5x: benchmarks/stores.py).
 _ADVANCE: Final = """
 INSERT INTO streaks (session, digest, count, touched, expires, bucket)
@@ -181,22 +181,34 @@ _NO_AGENT: Final = b""  # the key of the shared no-agent state; an agent id's ke
 _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 
 
-class _Connection(sqlite3.Connection):
-    """A connection that hears the count its streak statement computed.
+@final
+class _Heard:
+    """What a connection's streak statement computed: ``_ADVANCE`` passes an updated row's new
+    count and bucket through the SQL function ``dsh_loop_brake_report``, which lands them here;
+    the statement is still one atomic step. Each thread has its own connection, so no other
+    check can write these between the statement and the read that follows it.
 
-    ``_ADVANCE`` passes an updated row's new count and bucket through the SQL function
-    ``dsh_loop_brake_report``, which lands them here; the statement is still one atomic step.
-    Each thread has its own connection, so no other check can write these between the
-    statement and the read that follows it.
+    A separate object, not the connection itself: SQLite holds the function, and a function
+    bound to the connection would keep the connection (and its open files) alive for good once
+    its store is dropped without ``close()``.
     """
 
-    count: int = 1
-    bucket: int | None = None
+    __slots__ = ("bucket", "count")
+
+    def __init__(self) -> None:
+        self.count = 1
+        self.bucket: int | None = None
 
     def report(self, count: int, bucket: int) -> int:
         self.count = count
         self.bucket = bucket
         return count
+
+
+class _Connection(sqlite3.Connection):
+    """A connection with the ``_Heard`` its streak statement reports to."""
+
+    heard: _Heard
 
 
 def _agent_key(agent: str | None) -> bytes:
@@ -552,15 +564,16 @@ class SQLiteStore:
         try:
             db = self._db()
             now = self._clock()
-            db.count, db.bucket = 1, None  # what a new row reports: nothing, count 1
+            heard = db.heard
+            heard.count, heard.bucket = 1, None  # what a new row reports: nothing, count 1
             try:
                 db.execute(_ADVANCE, (key, digest, now, self._ttl))
             except sqlite3.Error as error:
                 raise self._failure(db, error) from error
-            bucket = db.bucket
+            bucket = heard.bucket
             if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
                 self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
-            return db.count
+            return heard.count
         finally:
             _in_flight.pop()
 
@@ -775,7 +788,8 @@ class SQLiteStore:
                 check_same_thread=False,  # close() closes every thread's connection
                 factory=_Connection,
             )
-            db.create_function("dsh_loop_brake_report", 2, db.report)
+            db.heard = _Heard()
+            db.create_function("dsh_loop_brake_report", 2, db.heard.report)
         except sqlite3.Error as error:
             raise StoreConfigError(
                 f"store {shown(url)}: cannot open the database ({type(error).__name__}:"
