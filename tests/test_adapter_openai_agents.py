@@ -1,0 +1,181 @@
+"""loop_brake_guardrail / brake_agent inside real OpenAI Agents SDK runs, driven by the SDK's own
+ScriptedModel, offline."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import offline as offline  # the autouse network guard
+
+import agents  # noqa: I001 - after adapter_support sets the env
+from agents import Agent, AgentsException, FunctionTool, RunResult, Runner, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, ToolCallDenied, call_hash
+from dsh_loop_brake.adapters.openai_agents import (
+    AgentsCircuitBreakerError,
+    AgentsLoopBrakeError,
+    brake_agent,
+    loop_brake_guardrail,
+)
+from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
+
+agents.set_tracing_disabled(True)
+
+
+def search_tool(runs: Runs) -> FunctionTool:
+    @function_tool
+    def search(q: str) -> str:
+        """Search the web."""
+        runs.record(q)
+        return f"results for {q}"
+
+    return search
+
+
+def repeating(turns: int, arguments: str | dict[str, Any], *, parallel: int = 1) -> ScriptedModel:
+    """A model that makes the same call ``turns`` times (``parallel`` at once), then answers."""
+    steps: list[Any] = [
+        [
+            function_call("search", arguments, call_id=f"call-{turn}-{i}")
+            for i in range(parallel)
+        ]
+        for turn in range(turns)
+    ]
+    steps.append([assistant_message("done")])
+    return ScriptedModel(steps)
+
+
+def outputs_handed_to(model: ScriptedModel, call: int) -> list[str]:
+    """The function-call outputs the model was given in its ``call``-th request."""
+    items = model.calls[call].input
+    return [i["output"] for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+
+
+def run(agent: Agent[Any], context: Any = None) -> RunResult:
+    return asyncio.run(Runner.run(agent, "weather?", context=context))
+
+
+def test_the_third_identical_call_is_denied_and_the_model_reads_the_reject_content() -> None:
+    runs = Runs()
+    model = repeating(4, {"q": "weather"})
+    result = run(brake_agent(Agent(name="a", model=model, tools=[search_tool(runs)])))
+
+    assert result.final_output == "done"
+    assert len(runs) == 2
+    handed = outputs_handed_to(model, -1)
+    assert handed[:2] == ["results for weather"] * 2
+    assert handed[2].startswith('loop brake: tool "search" called 3 times in a row')
+    assert handed[3].startswith('loop brake: tool "search" called 4 times in a row')
+    # The guardrail results say which guardrail rejected, with the denial as its output_info.
+    rejected = [r for r in result.tool_input_guardrail_results if r.output.behavior["type"] != "allow"]
+    assert len(rejected) == 2 and isinstance(rejected[0].output.output_info, LoopBrakeError)
+
+
+def test_on_deny_raise_leaves_runner_run_as_the_denial_itself() -> None:
+    runs = Runs()
+    model = repeating(4, {"q": CANARY})
+    agent = brake_agent(Agent(name="a", model=model, tools=[search_tool(runs)]), on_deny="raise")
+    with pytest.raises(LoopBrakeError) as raised:
+        run(agent)
+    error = raised.value
+    assert type(error) is AgentsLoopBrakeError and isinstance(error, AgentsException)
+    assert error.count == 3 and error.code == "LOOP_BRAKE"
+    assert error.run_data is not None  # the SDK attached its run details, as to its own errors
+    assert len(runs) == 2
+    assert_no_arguments_in_our_frames(error)
+
+
+def test_identical_calls_issued_in_parallel_in_one_turn_count_exactly() -> None:
+    runs = Runs()
+    model = repeating(1, {"q": "weather"}, parallel=5)
+    run(brake_agent(Agent(name="a", model=model, tools=[search_tool(runs)])))
+    assert len(runs) == 2
+    handed = outputs_handed_to(model, 1)
+    assert sum(h.startswith("loop brake:") for h in handed) == 3
+
+
+def test_the_json_string_arguments_are_the_identity_of_the_call() -> None:
+    # The SDK hands the guardrail the model's arguments as a JSON string: parsed, they hash like
+    # the same arguments anywhere else (key order and spacing do not matter).
+    runs = Runs()
+    brakes = Brakes()
+    guardrail = loop_brake_guardrail(brakes, session=lambda context: "s")
+    model = ScriptedModel(
+        [
+            [function_call("search", '{"q": "weather"}', call_id="c1")],
+            [function_call("search", '{ "q":"weather" }', call_id="c2")],
+            [assistant_message("done")],
+        ]
+    )
+    tool = search_tool(runs)
+    tool.tool_input_guardrails = [guardrail]
+    run(Agent(name="a", model=model, tools=[tool]))
+    assert brakes.loop_brake.streak("s") == (call_hash("search", {"q": "weather"})[:12], 2)
+
+
+def test_one_runner_run_is_one_session_and_two_runs_stay_apart() -> None:
+    runs = Runs()
+    brakes = Brakes()
+    guardrail = loop_brake_guardrail(brakes)
+    for _ in range(2):
+        # Two runs of two identical calls each: 4 runs of the body, no denial (limit 3).
+        agent = Agent(name="a", model=repeating(2, {"q": "weather"}), tools=[search_tool(runs)])
+        run(brake_agent(agent, guardrail=guardrail))
+    assert len(runs) == 4
+    assert len(brakes.loop_brake) == 2  # one streak per run
+
+
+def test_session_chooses_the_streak_across_runs() -> None:
+    runs = Runs()
+    brakes = Brakes()
+    for _ in range(2):
+        agent = Agent(name="a", model=repeating(2, {"q": "weather"}), tools=[search_tool(runs)])
+        run(brake_agent(agent, brakes, session=lambda context: context.context["user"]), {"user": "u1"})
+    assert len(runs) == 2  # the second run's calls were the conversation's third and fourth
+    assert brakes.loop_brake.streak("u1")[1] == 4
+
+
+def test_an_agent_run_as_a_tool_is_a_run_of_its_own() -> None:
+    runs = Runs()
+    brakes = Brakes()
+    guardrail = loop_brake_guardrail(brakes)
+    inner = Agent(name="inner", model=repeating(2, {"q": "inner"}), tools=[search_tool(runs)])
+    brake_agent(inner, guardrail=guardrail)
+    outer_model = ScriptedModel(
+        [
+            [function_call("research", {"input": "x"}, call_id="outer-1")],
+            [assistant_message("done")],
+        ]
+    )
+    outer = Agent(name="outer", model=outer_model, tools=[inner.as_tool("research", "Research.")])
+    run(brake_agent(outer, guardrail=guardrail))
+    assert len(runs) == 2
+    assert len(brakes.loop_brake) == 2  # the outer run's streak and the inner run's
+
+
+def test_brake_agent_copies_shared_tools_and_braking_twice_leaves_one_guardrail() -> None:
+    runs = Runs()
+    tool = search_tool(runs)
+    first = brake_agent(Agent(name="a", tools=[tool]))
+    second = brake_agent(brake_agent(Agent(name="b", tools=[tool]), on_deny="raise"))
+    assert tool.tool_input_guardrails is None  # the shared tool itself is left as it was
+    for agent in (first, second):
+        (braked,) = agent.tools
+        assert isinstance(braked, FunctionTool)
+        assert [g.name for g in braked.tool_input_guardrails or ()] == ["dsh_loop_brake"]
+
+
+def test_the_circuit_breaker_denies_through_the_same_guardrail() -> None:
+    runs = Runs()
+    breaker = CircuitBreaker(CircuitBreakerConfig(duplicate_limit=2, window=10))
+    model = repeating(3, {"q": "weather"})
+    agent = Agent(name="a", model=model, tools=[search_tool(runs)])
+    with pytest.raises(ToolCallDenied) as raised:
+        run(brake_agent(agent, Brakes(LoopBrake(10), breaker), on_deny="raise"))
+    assert type(raised.value) is AgentsCircuitBreakerError
+    assert len(runs) == 1
