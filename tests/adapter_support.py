@@ -31,8 +31,6 @@ _OFFLINE_ENV = {
     "LANGCHAIN_TRACING_V2": "false",
     "OTEL_SDK_DISABLED": "true",
     "LOGFIRE_SEND_TO_LOGFIRE": "false",
-    "GOOGLE_GENAI_USE_VERTEXAI": "false",
-    "ADK_DISABLE_TELEMETRY": "1",
     "DO_NOT_TRACK": "1",
 }
 for _name, _value in _OFFLINE_ENV.items():

@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+# Before any test module imports an agent framework: their offline environment (fake keys,
+# tracing off) and the guard that fails an adapter test reaching for the network.
+import tests.adapter_support  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # A real redis-server for the store tests (fixtures redis_server, redis_url, make_redis_server).

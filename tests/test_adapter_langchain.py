@@ -8,11 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
-from tests.adapter_support import offline as offline  # the autouse network guard
-
-from langchain.agents import create_agent  # noqa: I001 - after adapter_support sets the env
+from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -26,6 +22,8 @@ from dsh_loop_brake.circuit_breaker import (
     CircuitBreakerConfig,
     CircuitBreakerError,
 )
+from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import offline as offline  # the autouse network guard
 
 
 class ScriptedChatModel(GenericFakeChatModel):
@@ -127,10 +125,7 @@ def test_identical_calls_issued_in_parallel_in_one_turn_count_exactly(mode: str)
     model = ScriptedChatModel(messages=repeating(1, {"q": "weather"}, parallel=5))
     agent = agent_for(model, runs, LoopBrakeMiddleware())
     request = {"messages": [("user", "weather?")]}
-    if mode == "invoke":
-        state = agent.invoke(request)
-    else:
-        state = asyncio.run(agent.ainvoke(request))
+    state = agent.invoke(request) if mode == "invoke" else asyncio.run(agent.ainvoke(request))
     assert len(runs) == 2
     assert sorted(m.status for m in tool_messages(state)) == ["error"] * 3 + ["success"] * 2
 
@@ -151,7 +146,10 @@ def test_two_threads_keep_two_streaks_and_session_overrides_the_thread_id() -> N
     for thread in ("thread-a", "thread-b"):
         model = ScriptedChatModel(messages=repeating(2, {"q": "weather"}))
         run(agent_for(model, runs, shared), thread)
-    assert shared.brakes.loop_brake.streak("user-7") == (call_hash("search", {"q": "weather"})[:12], 4)
+    assert shared.brakes.loop_brake.streak("user-7") == (
+        call_hash("search", {"q": "weather"})[:12],
+        4,
+    )
 
 
 def test_a_retry_around_the_middleware_does_not_count_the_call_twice() -> None:

@@ -6,13 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import agents
 import pytest
-
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
-from tests.adapter_support import offline as offline  # the autouse network guard
-
-import agents  # noqa: I001 - after adapter_support sets the env
-from agents import Agent, AgentsException, FunctionTool, RunResult, Runner, function_tool
+from agents import Agent, AgentsException, FunctionTool, Runner, RunResult, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, ToolCallDenied, call_hash
@@ -23,6 +19,8 @@ from dsh_loop_brake.adapters.openai_agents import (
     loop_brake_guardrail,
 )
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
+from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import offline as offline  # the autouse network guard
 
 agents.set_tracing_disabled(True)
 
@@ -40,10 +38,7 @@ def search_tool(runs: Runs) -> FunctionTool:
 def repeating(turns: int, arguments: str | dict[str, Any], *, parallel: int = 1) -> ScriptedModel:
     """A model that makes the same call ``turns`` times (``parallel`` at once), then answers."""
     steps: list[Any] = [
-        [
-            function_call("search", arguments, call_id=f"call-{turn}-{i}")
-            for i in range(parallel)
-        ]
+        [function_call("search", arguments, call_id=f"call-{turn}-{i}") for i in range(parallel)]
         for turn in range(turns)
     ]
     steps.append([assistant_message("done")])
@@ -53,7 +48,11 @@ def repeating(turns: int, arguments: str | dict[str, Any], *, parallel: int = 1)
 def outputs_handed_to(model: ScriptedModel, call: int) -> list[str]:
     """The function-call outputs the model was given in its ``call``-th request."""
     items = model.calls[call].input
-    return [i["output"] for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    return [
+        i["output"]
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call_output"
+    ]
 
 
 def run(agent: Agent[Any], context: Any = None) -> RunResult:
@@ -72,7 +71,9 @@ def test_the_third_identical_call_is_denied_and_the_model_reads_the_reject_conte
     assert handed[2].startswith('loop brake: tool "search" called 3 times in a row')
     assert handed[3].startswith('loop brake: tool "search" called 4 times in a row')
     # The guardrail results say which guardrail rejected, with the denial as its output_info.
-    rejected = [r for r in result.tool_input_guardrail_results if r.output.behavior["type"] != "allow"]
+    rejected = [
+        r for r in result.tool_input_guardrail_results if r.output.behavior["type"] != "allow"
+    ]
     assert len(rejected) == 2 and isinstance(rejected[0].output.output_info, LoopBrakeError)
 
 
@@ -135,7 +136,10 @@ def test_session_chooses_the_streak_across_runs() -> None:
     brakes = Brakes()
     for _ in range(2):
         agent = Agent(name="a", model=repeating(2, {"q": "weather"}), tools=[search_tool(runs)])
-        run(brake_agent(agent, brakes, session=lambda context: context.context["user"]), {"user": "u1"})
+        run(
+            brake_agent(agent, brakes, session=lambda context: context.context["user"]),
+            {"user": "u1"},
+        )
     assert len(runs) == 2  # the second run's calls were the conversation's third and fourth
     assert brakes.loop_brake.streak("u1")[1] == 4
 

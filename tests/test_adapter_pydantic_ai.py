@@ -7,11 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
-from tests.adapter_support import offline as offline  # the autouse network guard
-
-from pydantic_ai import Agent  # noqa: I001 - after adapter_support sets the env
+from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -30,6 +26,8 @@ from dsh_loop_brake.circuit_breaker import (
     CircuitBreakerConfig,
     CircuitBreakerError,
 )
+from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import offline as offline  # the autouse network guard
 
 
 class Repeating:

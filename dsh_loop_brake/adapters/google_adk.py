@@ -1,11 +1,12 @@
 """The brakes in Google's Agent Development Kit: a ``Runner`` plugin.
 
-``Runner(agent=..., app_name=..., session_service=..., plugins=[LoopBrakePlugin()])`` (or
-``App(..., plugins=[...])``) — ADK runs the plugin's ``before_tool_callback`` before every tool
-call of every agent the runner runs. A denied call never runs: the callback answers for the
-tool, so the tool's response the model reads is ``{"error": MESSAGE}``. With
-``on_deny="raise"`` the run stops with the denial: ADK wraps what a plugin raises in a
-``RuntimeError`` (naming the plugin), so the ``ToolCallDenied`` is that error's ``__cause__``.
+``App(name=..., root_agent=agent, plugins=[LoopBrakePlugin()])``, run by ``Runner(app=app, ...)``
+(the older ``Runner(..., plugins=[...])`` works too) — ADK runs the plugin's
+``before_tool_callback`` before every tool call of every agent of the app. A denied call never
+runs: the callback answers for the tool, so the tool's response the model reads is
+``{"error": MESSAGE}``. With ``on_deny="raise"`` the run stops with the denial: ADK wraps what a
+plugin raises in a ``RuntimeError`` (naming the plugin), so the ``ToolCallDenied`` is that
+error's ``__cause__``.
 
 The session is ADK's session (``tool_context.session.id``); ``session=`` (a function of the
 ``ToolContext``) overrides it — for example to give each agent of a multi-agent session its

@@ -1,0 +1,141 @@
+"""LoopBrakePlugin inside real Google ADK runs (App, Runner, LlmAgent, in-memory sessions), driven
+by a scripted BaseLlm, offline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
+
+from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, call_hash
+from dsh_loop_brake.adapters.google_adk import LoopBrakePlugin
+from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
+from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import offline as offline  # the autouse network guard
+
+
+class Repeating(BaseLlm):
+    """A model that makes the same call ``turns`` times (``parallel`` at once), then answers."""
+
+    turns: int
+    arguments: dict[str, Any]
+    parallel: int = 1
+    received: list[types.Content] = []  # noqa: RUF012 - pydantic copies the default
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        turn = len(self.received)
+        self.received.append(llm_request.contents[-1])
+        if turn >= self.turns:
+            parts = [types.Part(text="done")]
+        else:
+            call = types.FunctionCall(name="search", args=self.arguments)
+            parts = [types.Part(function_call=call) for _ in range(self.parallel)]
+        yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    def responses(self, turn: int) -> list[dict[str, Any]]:
+        """The function responses the model was handed at ``turn``."""
+        parts = self.received[turn].parts or []
+        return [dict(p.function_response.response or {}) for p in parts if p.function_response]
+
+
+def repeating(turns: int, arguments: dict[str, Any], *, parallel: int = 1) -> Repeating:
+    return Repeating(model="scripted", turns=turns, arguments=arguments, parallel=parallel)
+
+
+def search_tool(runs: Runs) -> Any:
+    def search(q: str) -> str:
+        """Search the web."""
+        runs.record(q)
+        return f"results for {q}"
+
+    return search
+
+
+async def _run(model: Repeating, runs: Runs, plugin: LoopBrakePlugin, sessions: int) -> list[str]:
+    agent = LlmAgent(name="assistant", model=model, tools=[search_tool(runs)])
+    service = InMemorySessionService()
+    app = App(name="app", root_agent=agent, plugins=[plugin])
+    runner = Runner(app=app, session_service=service)
+    ids = []
+    for _ in range(sessions):
+        model.received.clear()  # each session's model turns start again
+        session = await service.create_session(app_name="app", user_id="user")
+        message = types.Content(role="user", parts=[types.Part(text="weather?")])
+        async for _event in runner.run_async(
+            user_id="user", session_id=session.id, new_message=message
+        ):
+            pass
+        ids.append(session.id)
+    return ids
+
+
+def run(model: Repeating, runs: Runs, plugin: LoopBrakePlugin, sessions: int = 1) -> list[str]:
+    return asyncio.run(_run(model, runs, plugin, sessions))
+
+
+def test_the_third_identical_call_is_denied_and_its_response_is_the_denial() -> None:
+    runs, model = Runs(), repeating(4, {"q": "weather"})
+    run(model, runs, LoopBrakePlugin())
+    assert len(runs) == 2
+    assert model.responses(1) == [{"result": "results for weather"}]
+    (third,) = model.responses(3)
+    assert third["error"].startswith('loop brake: tool "search" called 3 times in a row')
+    (fourth,) = model.responses(4)
+    assert "called 4 times" in fourth["error"]
+
+
+def test_on_deny_raise_stops_the_run_with_the_denial_as_the_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.CRITICAL, logger="google_adk")  # ADK logs the wrapped error
+    runs = Runs()
+    with pytest.raises(RuntimeError) as raised:
+        run(repeating(4, {"q": CANARY}), runs, LoopBrakePlugin(on_deny="raise"))
+    denial = raised.value.__cause__
+    assert isinstance(denial, LoopBrakeError) and denial.count == 3
+    assert "dsh_loop_brake" in str(raised.value)  # ADK names the plugin
+    assert len(runs) == 2
+    assert_no_arguments_in_our_frames(denial)
+
+
+def test_identical_calls_issued_in_parallel_in_one_turn_count_exactly() -> None:
+    runs = Runs()
+    model = repeating(1, {"q": "weather"}, parallel=5)
+    run(model, runs, LoopBrakePlugin())
+    assert len(runs) == 2
+    responses = model.responses(1)
+    assert sum("error" in r for r in responses) == 3
+
+
+def test_two_sessions_stay_apart_and_session_overrides_the_rule() -> None:
+    runs, brakes = Runs(), Brakes()
+    ids = run(repeating(2, {"q": "weather"}), runs, LoopBrakePlugin(brakes), sessions=2)
+    assert len(runs) == 4  # two sessions of two calls: no denial
+    key = call_hash("search", {"q": "weather"})[:12]
+    assert [brakes.loop_brake.streak(i) for i in ids] == [(key, 2), (key, 2)]
+
+    per_agent = Brakes()
+    plugin = LoopBrakePlugin(per_agent, session=lambda ctx: f"{ctx.session.id}/{ctx.agent_name}")
+    (session_id,) = run(repeating(1, {"q": "weather"}), runs, plugin)
+    assert per_agent.loop_brake.streak(f"{session_id}/assistant") == (key, 1)
+
+
+def test_the_circuit_breaker_denies_through_the_same_plugin() -> None:
+    runs = Runs()
+    breaker = CircuitBreaker(CircuitBreakerConfig(duplicate_limit=2, window=10))
+    model = repeating(3, {"q": "weather"})
+    run(model, runs, LoopBrakePlugin(Brakes(LoopBrake(10), breaker)))
+    assert len(runs) == 1
+    (second,) = model.responses(2)
+    assert second["error"].startswith("circuit breaker:")
