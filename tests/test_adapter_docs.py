@@ -1,0 +1,88 @@
+"""Every example in docs/adapters.md runs as written, with the framework's scripted model in place
+of the line marked ``# your model`` (the one line that needs an account)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.conftest import REPO_ROOT
+
+DOC = Path(REPO_ROOT, "docs", "adapters.md").read_text(encoding="utf-8")
+MODEL_LINE = re.compile(r"^(\s*)(\w+) = .*# your model$", re.MULTILINE)
+
+
+def example(heading: str) -> str:
+    section = DOC.split(f"\n### {heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def scripted(framework: str) -> Any:
+    if framework == "LangChain":
+        from tests.test_adapter_langchain import ScriptedChatModel, repeating
+
+        return ScriptedChatModel(messages=repeating(3, {"q": "Lisbon"}))
+    if framework == "OpenAI Agents SDK":
+        from tests.test_adapter_openai_agents import repeating as openai_repeating
+
+        return openai_repeating(3, {"q": "Lisbon"})
+    if framework == "pydantic-ai":
+        from pydantic_ai.models.function import FunctionModel
+
+        from tests.test_adapter_pydantic_ai import Repeating
+
+        return FunctionModel(Repeating(3, {"q": "Lisbon"}))
+    if framework == "llm":
+        from tests.test_adapter_llm import Repeating as LlmRepeating
+
+        return LlmRepeating(3, {"q": "Lisbon"})
+    if framework == "Google ADK":
+        from tests.test_adapter_google_adk import repeating as adk_repeating
+
+        return adk_repeating(3, {"q": "Lisbon"})
+    raise AssertionError(framework)
+
+
+@pytest.mark.parametrize(
+    "framework", ["LangChain", "OpenAI Agents SDK", "pydantic-ai", "llm", "Google ADK"]
+)
+def test_the_example_runs_and_its_third_identical_call_is_denied(framework: str) -> None:
+    code, replaced = MODEL_LINE.subn(r"\1\2 = SCRIPTED", example(framework))
+    assert replaced == 1
+    model = scripted(framework)
+    namespace: dict[str, Any] = {"SCRIPTED": model, "__name__": "example"}
+    exec(compile(code, f"docs/adapters.md ({framework})", "exec"), namespace)
+    # What the run handed the model (or recorded) holds the denial of the third call.
+    handed = {
+        "LangChain": lambda: namespace["state"]["messages"],
+        "OpenAI Agents SDK": lambda: namespace["result"].to_input_list(),
+        "pydantic-ai": lambda: namespace["result"].all_messages(),
+        "llm": lambda: model.received,
+        "Google ADK": lambda: namespace["events"],
+    }[framework]()
+    assert "called 3 times in a row with identical arguments" in repr(handed)
+
+
+def test_the_claude_example_builds_its_options() -> None:
+    # Claude Code cannot run offline: everything but the last line (the run) is executed.
+    code = example("Claude Agent SDK")
+    assert code.rstrip().endswith("anyio.run(main)")
+    namespace: dict[str, Any] = {"__name__": "example"}
+    exec(
+        compile(code.rstrip().removesuffix("anyio.run(main)"), "docs/adapters.md", "exec"),
+        namespace,
+    )
+    assert namespace["options"].hooks["PreToolUse"][0].hooks
+
+
+def test_the_brakes_example_runs() -> None:
+    code = DOC.split("## Tuning the brakes", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    from dsh_loop_brake.adapters.langchain import LoopBrakeMiddleware
+
+    namespace: dict[str, Any] = {"LoopBrakeMiddleware": LoopBrakeMiddleware}
+    exec(compile(code, "docs/adapters.md (brakes)", "exec"), namespace)
+    assert namespace["middleware"].brakes.loop_brake.max_repeats == 5
