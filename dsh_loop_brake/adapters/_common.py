@@ -13,7 +13,7 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any, Final, Literal, TypeVar, final
 
 from dsh_loop_brake._brakes import Brakes
@@ -26,7 +26,6 @@ __all__ = [
     "check_session",
     "missing_framework",
     "parse_arguments",
-    "session_from",
     "session_of",
 ]
 
@@ -141,12 +140,3 @@ class Verdicts:
             if len(self._recent) > _RECENT_LIMIT:
                 self._recent.popitem(last=False)
         return verdict
-
-
-def session_from(
-    session: Callable[[Any], object] | None, context: object, default: Callable[[], str]
-) -> str:
-    """The session id: the user's ``session(context)`` when given, else the adapter's default."""
-    if session is not None:
-        return session_of(session(context))
-    return default()
