@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dsh_loop_brake._brakes import Brakes
+from dsh_loop_brake._breaker import CircuitBreakerError
 from dsh_loop_brake._errors import LoopBrakeError, ToolCallDenied
 from dsh_loop_brake.adapters._common import (
     OnDeny,
@@ -48,7 +49,6 @@ from dsh_loop_brake.adapters._common import (
     missing_framework,
     session_of,
 )
-from dsh_loop_brake.circuit_breaker import CircuitBreakerError
 
 try:
     from agents import (
@@ -143,7 +143,7 @@ class _Runs:
             self._runs[key] = (run, session_id)
             if len(self._runs) > _RUNS_LIMIT:
                 forgotten = self._runs.popitem(last=False)[1][1]
-        if forgotten is not None:
+        if forgotten is not None and brakes.loop_brake is not None:
             brakes.loop_brake.reset(forgotten)
         return session_id
 
