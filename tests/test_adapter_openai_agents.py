@@ -4,11 +4,20 @@ ScriptedModel, offline."""
 from __future__ import annotations
 
 import asyncio
+import pickle
 from typing import Any
 
 import agents
 import pytest
-from agents import Agent, AgentsException, FunctionTool, Runner, RunResult, function_tool
+from agents import (
+    Agent,
+    AgentsException,
+    FunctionTool,
+    Runner,
+    RunResult,
+    ToolInputGuardrail,
+    function_tool,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, ToolCallDenied, call_hash
@@ -86,9 +95,43 @@ def test_on_deny_raise_leaves_runner_run_as_the_denial_itself() -> None:
     error = raised.value
     assert type(error) is AgentsLoopBrakeError and isinstance(error, AgentsException)
     assert error.count == 3 and error.code == "LOOP_BRAKE"
-    assert error.run_data is not None  # the SDK attached its run details, as to its own errors
     assert len(runs) == 2
     assert_no_arguments_in_our_frames(error)
+
+
+def test_the_raised_denial_refuses_the_run_transcript_the_sdk_attaches() -> None:
+    # What the SDK attaches to an AgentsException leaving Runner.run: the run's items, with
+    # every call's arguments. Shown first on an error of the SDK's own, raised the same way
+    # (from a tool input guardrail, at the third call).
+    seen: list[object] = []
+
+    def third_call_stops(data: Any) -> Any:
+        seen.append(data)
+        if len(seen) == 3:
+            raise AgentsException("stopped")
+        return agents.ToolGuardrailFunctionOutput.allow()
+
+    tool = search_tool(Runs())
+    tool.tool_input_guardrails = [
+        ToolInputGuardrail(guardrail_function=third_call_stops, name="stop")
+    ]
+    with pytest.raises(AgentsException) as own:
+        run(Agent(name="a", model=repeating(4, {"q": CANARY}), tools=[tool]))
+    assert own.value.run_data is not None and CANARY in repr(own.value.run_data)
+
+    agent = Agent(name="a", model=repeating(4, {"q": CANARY}), tools=[search_tool(Runs())])
+    with pytest.raises(AgentsLoopBrakeError) as raised:
+        run(brake_agent(agent, on_deny="raise"))
+    error = raised.value
+    assert error.run_data is None  # the SDK assigned it; the denial dropped it
+    error.run_data = own.value.run_data
+    assert error.run_data is None
+    for shown in (str(error), repr(error), repr(error.args), repr(vars(error))):
+        assert CANARY not in shown
+    assert CANARY.encode() not in pickle.dumps(error)
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is AgentsLoopBrakeError and copy.run_data is None
+    assert (copy.count, copy.hash_prefix, str(copy)) == (error.count, error.hash_prefix, str(error))
 
 
 def test_identical_calls_issued_in_parallel_in_one_turn_count_exactly() -> None:

@@ -7,7 +7,9 @@ guardrail before the tool's body; a denied call never runs, and the model reads 
 reject content — the denial's message — as the call's output. With ``on_deny="raise"`` the
 denial leaves ``Runner.run`` as itself: it is raised as a ``ToolCallDenied`` that also is the
 SDK's ``AgentsException`` (``AgentsLoopBrakeError`` for a loop-brake denial, which still is a
-``LoopBrakeError``; ``AgentsCircuitBreakerError``; ``AgentsToolCallDenied`` for any other).
+``LoopBrakeError``; ``AgentsCircuitBreakerError``; ``AgentsToolCallDenied`` for any other). Its
+``run_data`` is always ``None``: the SDK's run transcript holds every call's arguments, and a
+denial never does.
 
 The session is one ``Runner.run``: a run and every handoff inside it share one streak; an agent
 run as a tool (``agent.as_tool``) is a run of its own. A run resumed from a ``RunState`` is a new
@@ -23,11 +25,12 @@ answered with the first verdict, not counted again.
 Exceptions::
 
     ToolCallDenied                 AgentsException (agents)
-    ├── LoopBrakeError             │
-    │   └── AgentsLoopBrakeError ──┤
-    ├── CircuitBreakerError        │
-    │   └── AgentsCircuitBreakerError
-    └── AgentsToolCallDenied ──────┘
+    │                              └── _WithoutRunData (run_data is always None)
+    ├── LoopBrakeError                 │
+    │   └── AgentsLoopBrakeError ──────┤
+    ├── CircuitBreakerError            │
+    │   └── AgentsCircuitBreakerError ─┤
+    └── AgentsToolCallDenied ──────────┘
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ try:
         Agent,
         AgentsException,
         FunctionTool,
+        RunErrorDetails,
         ToolGuardrailFunctionOutput,
         ToolInputGuardrail,
         ToolInputGuardrailData,
@@ -79,15 +83,34 @@ GUARDRAIL_NAME: Final = "dsh_loop_brake"
 _RUNS_LIMIT: Final = 4096
 
 
-class AgentsLoopBrakeError(LoopBrakeError, AgentsException):
+class _WithoutRunData(AgentsException):
+    """An ``AgentsException`` that never holds the SDK's ``run_data``.
+
+    ``Runner.run`` assigns ``run_data`` (a ``RunErrorDetails``: the run's input, items, raw model
+    responses and context, every tool call's arguments included) to the ``AgentsException`` it
+    lets out. A denial must never carry a call's arguments, and it is the likeliest thing to be
+    logged or sent to an error tracker, so here the assignment is accepted and dropped: reading
+    ``run_data`` always gives ``None``. The SDK only writes it, for the caller to read.
+    """
+
+    @property
+    def run_data(self) -> RunErrorDetails | None:
+        return None
+
+    @run_data.setter
+    def run_data(self, value: RunErrorDetails | None) -> None:
+        del value  # dropped: the run's transcript holds the arguments this error must not hold
+
+
+class AgentsLoopBrakeError(LoopBrakeError, _WithoutRunData):
     """A loop-brake denial raised out of ``Runner.run`` (``on_deny="raise"``)."""
 
 
-class AgentsCircuitBreakerError(CircuitBreakerError, AgentsException):
+class AgentsCircuitBreakerError(CircuitBreakerError, _WithoutRunData):
     """A circuit-breaker denial raised out of ``Runner.run`` (``on_deny="raise"``)."""
 
 
-class AgentsToolCallDenied(ToolCallDenied, AgentsException):
+class AgentsToolCallDenied(ToolCallDenied, _WithoutRunData):
     """Any other denial raised out of ``Runner.run`` (``on_deny="raise"``)."""
 
 
@@ -95,20 +118,20 @@ def _as_agents_exception(denial: ToolCallDenied) -> ToolCallDenied:
     """The same denial (class, attributes, message) as an ``AgentsException`` too, which the SDK
     lets out of ``Runner.run`` as it is (anything else from a guardrail it wraps in a
     ``UserError``)."""
-    kind: type[ToolCallDenied]
     if isinstance(denial, AgentsException):
         return denial
-    if isinstance(denial, LoopBrakeError):
-        kind = AgentsLoopBrakeError
-    elif isinstance(denial, CircuitBreakerError):
-        kind = AgentsCircuitBreakerError
-    else:
-        kind = AgentsToolCallDenied
-    raised = kind.__new__(kind)
+    raised = ToolCallDenied.__new__(_agents_kind(denial))
     raised.__dict__.update(vars(denial))
     raised.args = denial.args
-    raised.run_data = None  # type: ignore[attr-defined]  # AgentsException's own attribute
     return raised
+
+
+def _agents_kind(denial: ToolCallDenied) -> type[ToolCallDenied]:
+    if isinstance(denial, LoopBrakeError):
+        return AgentsLoopBrakeError
+    if isinstance(denial, CircuitBreakerError):
+        return AgentsCircuitBreakerError
+    return AgentsToolCallDenied
 
 
 class _Runs:
