@@ -1,5 +1,6 @@
 """What the framework-adapter tests share: an offline environment, a tool body that counts its
-runs, and the check that a raised denial leaves no argument in any frame of ours.
+runs, the check that a raised denial leaves no argument in any frame of ours, and a profile whose
+patch rows configure both brakes.
 
 Importing this module first sets the frameworks' environment so that none of them tries the
 network: fake API keys, tracing and telemetry off. While a test runs, a connection to anything
@@ -117,3 +118,56 @@ def _chain(rendered: traceback.TracebackException) -> Iterator[traceback.Traceba
     while current is not None:
         yield current
         current = current.__cause__ or current.__context__
+
+
+# --- Brakes.from_profile: a profile's rows, honoured by every adapter ---------------------------
+
+# The patch a user writes into $DSH_HOME/profiles/default/cordis.patch.yml: a stricter loop
+# brake than the default 3, and the circuit breaker.
+PROFILE_PATCH = """\
+- id: loop-brake
+  config:
+    maxRepeats: 2
+- insert:
+    - id: circuit-breaker
+      name: dsh-circuit-breaker
+      config:
+        duplicateLimit: 3
+        window: 10
+"""
+
+WEATHER, NEWS = {"q": "weather"}, {"q": "news"}
+
+# The model's calls, one per turn. maxRepeats 2 denies the second (the default 3 would not);
+# the alternating calls never make a streak, so it is the breaker that denies the sixth: the
+# third identical call in its window of allowed calls (the denied second is not in it).
+PROFILE_CALLS = (WEATHER, WEATHER, NEWS, WEATHER, NEWS, WEATHER)
+PROFILE_RUNS = ["weather", "news", "weather", "news"]  # what the tool body ran with
+
+
+def write_profile(home: Path) -> None:
+    """The default profile under ``home`` (the test's ``$DSH_HOME``), with this package's bundle
+    and ``PROFILE_PATCH``: real files, composed by ``Brakes.from_profile`` as the harness does."""
+    directory = home / "profiles" / "default"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "profile.yml").write_text("bundles: [dsh-loop-brake]\n", encoding="utf-8")
+    (directory / "cordis.patch.yml").write_text(PROFILE_PATCH, encoding="utf-8")
+
+
+@pytest.fixture
+def profile_brakes(dsh_home: Path) -> Iterator[dsh_loop_brake.Brakes]:
+    """``Brakes.from_profile()`` for the default profile written under a fresh ``$DSH_HOME``."""
+    write_profile(dsh_home)
+    with dsh_loop_brake.Brakes.from_profile() as brakes:
+        yield brakes
+
+
+def assert_profile_verdicts(handed: list[str]) -> None:
+    """What the model was handed for ``PROFILE_CALLS``: the profile's two rows, each denying."""
+    assert len(handed) == len(PROFILE_CALLS), handed
+    assert handed[1].startswith('loop brake: tool "search" called 2 times in a row'), handed[1]
+    assert "limit 2)" in handed[1]
+    assert handed[5].startswith("circuit breaker: this call to search was denied"), handed[5]
+    assert "(count 3, limit 3)" in handed[5]
+    for allowed in (0, 2, 3, 4):
+        assert not handed[allowed].startswith(("loop brake:", "circuit breaker:"))

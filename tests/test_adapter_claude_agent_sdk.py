@@ -19,8 +19,9 @@ from claude_agent_sdk import (
 from dsh_loop_brake import Brakes, LoopBrake, call_hash
 from dsh_loop_brake.adapters.claude_agent_sdk import loop_brake_hook, loop_brake_hooks
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
-from tests.adapter_support import CANARY
+from tests.adapter_support import CANARY, PROFILE_CALLS, assert_profile_verdicts
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 CONTEXT: HookContext = {"signal": None}
 
@@ -168,3 +169,13 @@ def test_the_circuit_breaker_denies_through_the_same_hook() -> None:
     assert call(hook, event) == {}
     reason = call(hook, event)["hookSpecificOutput"]["permissionDecisionReason"]
     assert reason.startswith("circuit breaker:")
+
+
+def test_a_profiles_patch_rows_configure_the_hook(profile_brakes: Brakes) -> None:
+    hook = the_hook(brakes=profile_brakes)
+    handed = []
+    for turn, arguments in enumerate(PROFILE_CALLS):
+        event = pre_tool_use(arguments, tool_name="search", tool_use_id=f"toolu_{turn}")
+        answer = call(hook, event)
+        handed.append(answer.get("hookSpecificOutput", {}).get("permissionDecisionReason", ""))
+    assert_profile_verdicts(handed)

@@ -86,3 +86,23 @@ def test_the_brakes_example_runs() -> None:
     namespace: dict[str, Any] = {"LoopBrakeMiddleware": LoopBrakeMiddleware}
     exec(compile(code, "docs/adapters.md (brakes)", "exec"), namespace)
     assert namespace["middleware"].brakes.loop_brake.max_repeats == 5
+
+
+def test_the_profile_example_honours_the_rows_it_shows(dsh_home: Path, run_cli: Any) -> None:
+    # What the section tells a user to do, on real files: install, write the YAML it shows into
+    # the profile's patch file, then run its Python.
+    section = DOC.split("### From a profile", 1)[1].split("\n## ", 1)[0]
+    assert run_cli("install", env={"DSH_HOME": str(dsh_home)}).returncode == 0
+    rows = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (dsh_home / "profiles" / "default" / "cordis.patch.yml").write_text(rows, encoding="utf-8")
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "example"}
+    exec(compile(code, "docs/adapters.md (from_profile)", "exec"), namespace)
+    brakes = namespace["brakes"]
+    try:
+        assert namespace["middleware"].brakes is brakes
+        assert brakes.loop_brake.max_repeats == 2
+        assert brakes.circuit_breaker.config.duplicate_limit == 3
+        assert brakes.circuit_breaker.config.window == 10
+    finally:
+        brakes.close()

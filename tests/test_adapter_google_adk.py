@@ -19,15 +19,22 @@ from google.genai import types
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, call_hash
 from dsh_loop_brake.adapters.google_adk import LoopBrakePlugin
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import (
+    CANARY,
+    PROFILE_CALLS,
+    PROFILE_RUNS,
+    Runs,
+    assert_no_arguments_in_our_frames,
+    assert_profile_verdicts,
+)
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 
-class Repeating(BaseLlm):
-    """A model that makes the same call ``turns`` times (``parallel`` at once), then answers."""
+class Calling(BaseLlm):
+    """A model that calls with each of ``calls`` in turn (``parallel`` at once), then answers."""
 
-    turns: int
-    arguments: dict[str, Any]
+    calls: list[dict[str, Any]]
     parallel: int = 1
     received: list[types.Content] = []  # noqa: RUF012 - pydantic copies the default
 
@@ -36,10 +43,10 @@ class Repeating(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         turn = len(self.received)
         self.received.append(llm_request.contents[-1])
-        if turn >= self.turns:
+        if turn >= len(self.calls):
             parts = [types.Part(text="done")]
         else:
-            call = types.FunctionCall(name="search", args=self.arguments)
+            call = types.FunctionCall(name="search", args=self.calls[turn])
             parts = [types.Part(function_call=call) for _ in range(self.parallel)]
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
@@ -49,8 +56,9 @@ class Repeating(BaseLlm):
         return [dict(p.function_response.response or {}) for p in parts if p.function_response]
 
 
-def repeating(turns: int, arguments: dict[str, Any], *, parallel: int = 1) -> Repeating:
-    return Repeating(model="scripted", turns=turns, arguments=arguments, parallel=parallel)
+def repeating(turns: int, arguments: dict[str, Any], *, parallel: int = 1) -> Calling:
+    """The same call ``turns`` times (``parallel`` at once), then the answer."""
+    return Calling(model="scripted", calls=[arguments] * turns, parallel=parallel)
 
 
 def search_tool(runs: Runs) -> Any:
@@ -62,7 +70,7 @@ def search_tool(runs: Runs) -> Any:
     return search
 
 
-async def _run(model: Repeating, runs: Runs, plugin: LoopBrakePlugin, sessions: int) -> list[str]:
+async def _run(model: Calling, runs: Runs, plugin: LoopBrakePlugin, sessions: int) -> list[str]:
     agent = LlmAgent(name="assistant", model=model, tools=[search_tool(runs)])
     service = InMemorySessionService()
     app = App(name="app", root_agent=agent, plugins=[plugin])
@@ -80,7 +88,7 @@ async def _run(model: Repeating, runs: Runs, plugin: LoopBrakePlugin, sessions: 
     return ids
 
 
-def run(model: Repeating, runs: Runs, plugin: LoopBrakePlugin, sessions: int = 1) -> list[str]:
+def run(model: Calling, runs: Runs, plugin: LoopBrakePlugin, sessions: int = 1) -> list[str]:
     return asyncio.run(_run(model, runs, plugin, sessions))
 
 
@@ -139,3 +147,12 @@ def test_the_circuit_breaker_denies_through_the_same_plugin() -> None:
     assert len(runs) == 1
     (second,) = model.responses(2)
     assert second["error"].startswith("circuit breaker:")
+
+
+def test_a_profiles_patch_rows_configure_the_plugin(profile_brakes: Brakes) -> None:
+    runs, model = Runs(), Calling(model="scripted", calls=list(PROFILE_CALLS))
+    run(model, runs, LoopBrakePlugin(profile_brakes))
+    assert runs.calls == PROFILE_RUNS
+    handed = [model.responses(turn) for turn in range(1, len(PROFILE_CALLS) + 1)]
+    assert all(len(responses) == 1 for responses in handed)
+    assert_profile_verdicts([r.get("error") or r["result"] for (r,) in handed])

@@ -22,8 +22,16 @@ from dsh_loop_brake.circuit_breaker import (
     CircuitBreakerConfig,
     CircuitBreakerError,
 )
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import (
+    CANARY,
+    PROFILE_CALLS,
+    PROFILE_RUNS,
+    Runs,
+    assert_no_arguments_in_our_frames,
+    assert_profile_verdicts,
+)
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 
 class ScriptedChatModel(GenericFakeChatModel):
@@ -47,6 +55,14 @@ def repeating(turns: int, args: dict[str, Any], *, parallel: int = 1) -> Iterato
             for i in range(parallel)
         ]
         yield AIMessage(content="", tool_calls=calls)
+    yield AIMessage(content="done")
+
+
+def calling(calls: Sequence[dict[str, Any]]) -> Iterator[AIMessage]:
+    """A model that makes one call per turn, with each of ``calls`` in turn, then answers."""
+    for turn, args in enumerate(calls):
+        call = {"name": "search", "args": args, "id": f"call-{turn}", "type": "tool_call"}
+        yield AIMessage(content="", tool_calls=[call])
     yield AIMessage(content="done")
 
 
@@ -199,3 +215,11 @@ def test_the_circuit_breaker_denies_through_the_same_middleware() -> None:
         run(agent_for(model, runs, middleware), "thread-1")
     assert isinstance(raised.value, ToolCallDenied)
     assert len(runs) == 1
+
+
+def test_a_profiles_patch_rows_configure_the_middleware(profile_brakes: Brakes) -> None:
+    runs = Runs()
+    model = ScriptedChatModel(messages=calling(PROFILE_CALLS))
+    state = run(agent_for(model, runs, LoopBrakeMiddleware(profile_brakes)), "thread-1")
+    assert runs.calls == PROFILE_RUNS
+    assert_profile_verdicts([str(m.content) for m in tool_messages(state)])

@@ -4,7 +4,7 @@ llm model plugin is written), offline."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import llm
@@ -13,28 +13,44 @@ import pytest
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, call_hash
 from dsh_loop_brake.adapters.llm import loop_brake_before_call
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import (
+    CANARY,
+    PROFILE_CALLS,
+    PROFILE_RUNS,
+    Runs,
+    assert_no_arguments_in_our_frames,
+    assert_profile_verdicts,
+)
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 
-class Repeating(llm.Model):
-    """A model that makes the same call ``turns`` times (``parallel`` at once), then answers."""
+class Calling(llm.Model):
+    """A model that calls with each of ``calls`` in turn (``parallel`` at once), then answers."""
 
-    model_id = "scripted-repeating"
+    model_id = "scripted-calling"
     supports_tools = True
     can_stream = False
 
-    def __init__(self, turns: int, arguments: dict[str, Any], *, parallel: int = 1) -> None:
-        self.turns, self.arguments, self.parallel = turns, arguments, parallel
+    def __init__(self, calls: Sequence[dict[str, Any]], *, parallel: int = 1) -> None:
+        self.calls, self.parallel = calls, parallel
         self.received: list[list[llm.ToolResult]] = []
 
     def execute(self, prompt: Any, stream: bool, response: Any, conversation: Any) -> Iterator[str]:
+        turn = len(self.received)
         self.received.append(list(prompt.tool_results))
-        if len(self.received) > self.turns:
+        if turn >= len(self.calls):
             return iter(["done"])
         for _ in range(self.parallel):
-            response.add_tool_call(llm.ToolCall(name="search", arguments=self.arguments))
+            response.add_tool_call(llm.ToolCall(name="search", arguments=self.calls[turn]))
         return iter(())
+
+
+class Repeating(Calling):
+    """The same call ``turns`` times (``parallel`` at once), then the answer."""
+
+    def __init__(self, turns: int, arguments: dict[str, Any], *, parallel: int = 1) -> None:
+        super().__init__([arguments] * turns, parallel=parallel)
 
 
 class AsyncRepeating(llm.AsyncModel):
@@ -143,3 +159,12 @@ def test_the_circuit_breaker_denies_through_the_same_hook() -> None:
     model.chain("?", tools=[search_tool(runs)], before_call=hook).text()
     assert len(runs) == 1
     assert model.received[2][0].output.startswith("Cancelled: circuit breaker:")
+
+
+def test_a_profiles_patch_rows_configure_the_hook(profile_brakes: Brakes) -> None:
+    runs, model = Runs(), Calling(PROFILE_CALLS)
+    hook = loop_brake_before_call(profile_brakes)
+    model.chain("?", tools=[search_tool(runs)], before_call=hook).text()
+    assert runs.calls == PROFILE_RUNS
+    handed = [results[0].output for results in model.received[1:]]
+    assert_profile_verdicts([h.removeprefix("Cancelled: ") for h in handed])

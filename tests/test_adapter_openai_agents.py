@@ -28,8 +28,16 @@ from dsh_loop_brake.adapters.openai_agents import (
     loop_brake_guardrail,
 )
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import (
+    CANARY,
+    PROFILE_CALLS,
+    PROFILE_RUNS,
+    Runs,
+    assert_no_arguments_in_our_frames,
+    assert_profile_verdicts,
+)
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 agents.set_tracing_disabled(True)
 
@@ -226,3 +234,15 @@ def test_the_circuit_breaker_denies_through_the_same_guardrail() -> None:
         run(brake_agent(agent, Brakes(LoopBrake(10), breaker), on_deny="raise"))
     assert type(raised.value) is AgentsCircuitBreakerError
     assert len(runs) == 1
+
+
+def test_a_profiles_patch_rows_configure_the_guardrail(profile_brakes: Brakes) -> None:
+    runs = Runs()
+    steps: list[Any] = [
+        [function_call("search", args, call_id=f"call-{turn}")]
+        for turn, args in enumerate(PROFILE_CALLS)
+    ]
+    model = ScriptedModel([*steps, [assistant_message("done")]])
+    run(brake_agent(Agent(name="a", model=model, tools=[search_tool(runs)]), profile_brakes))
+    assert runs.calls == PROFILE_RUNS
+    assert_profile_verdicts(outputs_handed_to(model, -1))

@@ -4,6 +4,7 @@ FunctionModel, offline."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -26,15 +27,24 @@ from dsh_loop_brake.circuit_breaker import (
     CircuitBreakerConfig,
     CircuitBreakerError,
 )
-from tests.adapter_support import CANARY, Runs, assert_no_arguments_in_our_frames
+from tests.adapter_support import (
+    CANARY,
+    PROFILE_CALLS,
+    PROFILE_RUNS,
+    Runs,
+    assert_no_arguments_in_our_frames,
+    assert_profile_verdicts,
+)
 from tests.adapter_support import offline as offline  # the autouse network guard
+from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
 
-class Repeating:
-    """A FunctionModel function that makes the same call ``turns`` times, then answers."""
+class Calling:
+    """A FunctionModel function that calls with each of ``calls`` in turn (``parallel`` at once),
+    then answers."""
 
-    def __init__(self, turns: int, args: str | dict[str, Any], *, parallel: int = 1) -> None:
-        self.turns, self.args, self.parallel = turns, args, parallel
+    def __init__(self, calls: Sequence[str | dict[str, Any]], *, parallel: int = 1) -> None:
+        self.calls, self.parallel = calls, parallel
         self.received: list[ModelRequest] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -42,11 +52,11 @@ class Repeating:
         assert isinstance(last, ModelRequest)
         turn = len(self.received)  # this run's turns, whatever history came before
         self.received.append(last)
-        if turn >= self.turns:
+        if turn >= len(self.calls):
             return ModelResponse(parts=[TextPart("done")])
         return ModelResponse(
             parts=[
-                ToolCallPart("search", self.args, tool_call_id=f"call-{turn}-{i}")
+                ToolCallPart("search", self.calls[turn], tool_call_id=f"call-{turn}-{i}")
                 for i in range(self.parallel)
             ]
         )
@@ -59,7 +69,14 @@ class Repeating:
         ]
 
 
-def agent_for(script: Repeating, runs: Runs, capability: Any) -> Agent[None, str]:
+class Repeating(Calling):
+    """The same call ``turns`` times (``parallel`` at once), then the answer."""
+
+    def __init__(self, turns: int, args: str | dict[str, Any], *, parallel: int = 1) -> None:
+        super().__init__([args] * turns, parallel=parallel)
+
+
+def agent_for(script: Calling, runs: Runs, capability: Any) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(FunctionModel(script), capabilities=[capability])
 
     @agent.tool_plain
@@ -139,3 +156,12 @@ def test_the_circuit_breaker_denies_through_the_same_capability() -> None:
     with pytest.raises(CircuitBreakerError):
         agent_for(Repeating(3, {"q": "weather"}), runs, capability).run_sync("a")
     assert len(runs) == 1
+
+
+def test_a_profiles_patch_rows_configure_the_capability(profile_brakes: Brakes) -> None:
+    runs, script = Runs(), Calling(PROFILE_CALLS)
+    agent_for(script, runs, loop_brake_capability(profile_brakes)).run_sync("weather?")
+    assert runs.calls == PROFILE_RUNS
+    handed = [script.tool_results(turn) for turn in range(1, len(PROFILE_CALLS) + 1)]
+    assert all(len(parts) == 1 for parts in handed)
+    assert_profile_verdicts([str(parts[0].content) for parts in handed])
