@@ -1,25 +1,44 @@
-"""loop_brake_hooks for the Claude Agent SDK. Its CLI (Claude Code) cannot run offline, so the hook
-callbacks are driven with realistic PreToolUse inputs built from the SDK's own types, exactly as
-the SDK calls them (input, tool_use_id, context)."""
+"""loop_brake_hooks for the Claude Agent SDK, offline.
+
+Claude Code (the CLI the SDK drives) needs an account, so it cannot run here. Two ways in instead:
+
+* end to end through the SDK's own ``query()`` and ``ClaudeSDKClient``, given a ``Transport`` —
+  the SDK's public seam for talking to Claude Code some other way — that plays Claude Code's side
+  of the wire: it answers ``initialize``, and for each scripted tool call sends the
+  ``hook_callback`` control requests Claude Code sends before a tool runs, and runs the tool only
+  when no hook denied it. The SDK's real control protocol registers our hook, dispatches the
+  requests to it (concurrently, as it does for the CLI) and writes its answers back;
+* the hook callbacks called directly with realistic PreToolUse inputs built from the SDK's own
+  types, as the SDK calls them (input, tool_use_id, context).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from claude_agent_sdk import (
+    AssistantMessage,
     ClaudeAgentOptions,
+    ClaudeSDKClient,
     HookContext,
     HookMatcher,
     PostToolUseHookInput,
     PreToolUseHookInput,
+    ResultMessage,
+    ToolResultBlock,
+    Transport,
+    UserMessage,
+    query,
 )
 
 from dsh_loop_brake import Brakes, LoopBrake, call_hash
 from dsh_loop_brake.adapters.claude_agent_sdk import loop_brake_hook, loop_brake_hooks
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerConfig
-from tests.adapter_support import CANARY, PROFILE_CALLS, assert_profile_verdicts
+from tests.adapter_support import CANARY, PROFILE_CALLS, Runs, assert_profile_verdicts
 from tests.adapter_support import offline as offline  # the autouse network guard
 from tests.adapter_support import profile_brakes as profile_brakes  # Brakes.from_profile()
 
@@ -61,6 +80,272 @@ def the_hook(**options: Any) -> Any:
     assert isinstance(matcher, HookMatcher) and matcher.matcher is None  # every tool
     (hook,) = matcher.hooks
     return hook
+
+
+# --- end to end: the SDK's query() and ClaudeSDKClient, over a scripted Claude Code ----------
+
+Call = tuple[str, dict[str, Any]]  # (tool name, tool input) as the model asks for it
+
+
+class ScriptedClaudeCode(Transport):
+    """Claude Code's side of the SDK's stdio protocol, with a scripted model and tools.
+
+    ``prompts`` holds, for each user message the SDK writes, the model's turns: each turn is the
+    tool calls it makes at once. Before running a call it asks every registered ``PreToolUse``
+    hook (all of one turn's calls at once), as Claude Code does; a call a hook denies does not
+    run and the model gets the reason as the tool's error result; a hook answering
+    ``"continue": false`` ends the run after that turn. Everything the SDK writes back is kept
+    as it arrived on the wire (``answers``).
+    """
+
+    def __init__(
+        self, prompts: Sequence[Sequence[Sequence[Call]]], *, agent_id: str | None = None
+    ) -> None:
+        self.prompts = list(prompts)
+        self.agent_id = agent_id
+        self.ran = Runs()  # the inputs of the calls the CLI ran
+        self.answers: list[dict[str, Any]] = []  # every hook answer, as written by the SDK
+        self.stopped_with: str | None = None
+        self._hooks: list[str] = []
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count()
+        self._outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._runs: list[asyncio.Task[None]] = []
+
+    async def connect(self) -> None:
+        pass
+
+    def is_ready(self) -> bool:
+        return True
+
+    async def write(self, data: str) -> None:
+        message = json.loads(data)
+        if message["type"] == "control_request":
+            request = message["request"]
+            assert request["subtype"] == "initialize", request
+            for matcher in (request.get("hooks") or {}).get("PreToolUse", []):
+                assert matcher["matcher"] is None  # every tool
+                self._hooks += matcher["hookCallbackIds"]
+            self._reply(message["request_id"], {"commands": []})
+        elif message["type"] == "control_response":
+            response = message["response"]
+            self._pending.pop(response["request_id"]).set_result(response)
+        elif message["type"] == "user":
+            self._runs.append(asyncio.ensure_future(self._run(self.prompts.pop(0))))
+
+    def read_messages(self) -> AsyncIterator[dict[str, Any]]:
+        return self._read()
+
+    async def _read(self) -> AsyncIterator[dict[str, Any]]:
+        while (message := await self._outbox.get()) is not None:
+            yield message
+
+    async def end_input(self) -> None:
+        # stdin closed: the CLI finishes the run under way, then exits (its stdout ends).
+        runs = list(self._runs)
+
+        async def finish() -> None:
+            await asyncio.gather(*runs)
+            self._outbox.put_nowait(None)
+
+        self._runs.append(asyncio.ensure_future(finish()))
+
+    async def close(self) -> None:
+        for run in self._runs:
+            run.cancel()
+        self._outbox.put_nowait(None)
+
+    # -- the CLI's side --
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self._outbox.put_nowait({**message, "session_id": SESSION})
+
+    def _reply(self, request_id: str, response: dict[str, Any]) -> None:
+        self._outbox.put_nowait(
+            {
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": request_id, "response": response},
+            }
+        )
+
+    async def _run(self, turns: Sequence[Sequence[Call]]) -> None:
+        for turn in turns:
+            uses = [
+                {"type": "tool_use", "id": f"toolu_{next(self._ids)}", "name": name, "input": args}
+                for name, args in turn
+            ]
+            self._send(
+                {
+                    "type": "assistant",
+                    "message": {"role": "assistant", "model": "claude-scripted", "content": uses},
+                    "parent_tool_use_id": None,
+                }
+            )
+            answers = await asyncio.gather(*(self._ask_hooks(use) for use in uses))
+            results = [
+                self._result(use, of_hooks) for use, of_hooks in zip(uses, answers, strict=True)
+            ]
+            self._send(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": results},
+                    "parent_tool_use_id": None,
+                }
+            )
+            if self.stopped_with is not None:
+                break
+        else:
+            self._send(
+                {
+                    "type": "assistant",
+                    "message": {
+                        "role": "assistant",
+                        "model": "claude-scripted",
+                        "content": [{"type": "text", "text": "done"}],
+                    },
+                    "parent_tool_use_id": None,
+                }
+            )
+        self._send(
+            {
+                "type": "result",
+                "subtype": "success",
+                "duration_ms": 1,
+                "duration_api_ms": 1,
+                "is_error": False,
+                "num_turns": len(turns),
+                "result": "done",
+            }
+        )
+
+    async def _ask_hooks(self, use: dict[str, Any]) -> list[dict[str, Any]]:
+        event = pre_tool_use(
+            use["input"], tool_name=use["name"], tool_use_id=use["id"], agent_id=self.agent_id
+        )
+        answers = []
+        for callback_id in self._hooks:
+            request_id = f"cli-{next(self._ids)}"
+            self._pending[request_id] = asyncio.get_running_loop().create_future()
+            self._outbox.put_nowait(
+                {
+                    "type": "control_request",
+                    "request_id": request_id,
+                    "request": {
+                        "subtype": "hook_callback",
+                        "callback_id": callback_id,
+                        "input": dict(event),
+                        "tool_use_id": use["id"],
+                    },
+                }
+            )
+            response = await self._pending[request_id]
+            assert response["subtype"] == "success", response
+            answers.append(response["response"])
+        self.answers += answers
+        return answers
+
+    def _result(self, use: dict[str, Any], answers: list[dict[str, Any]]) -> dict[str, Any]:
+        reasons = [
+            a["hookSpecificOutput"]["permissionDecisionReason"]
+            for a in answers
+            if a.get("hookSpecificOutput", {}).get("permissionDecision") == "deny"
+        ]
+        for answer in answers:
+            if answer.get("continue") is False:
+                self.stopped_with = answer.get("stopReason", "")
+        if reasons:
+            return {
+                "type": "tool_result",
+                "tool_use_id": use["id"],
+                "content": reasons[0],
+                "is_error": True,
+            }
+        self.ran.record(use["input"])
+        return {"type": "tool_result", "tool_use_id": use["id"], "content": "ok"}
+
+
+SESSION = "5f1c2a9e-session"
+
+
+def through_query(cli: ScriptedClaudeCode, options: ClaudeAgentOptions) -> list[Any]:
+    async def run() -> list[Any]:
+        return [m async for m in query(prompt="Fix the test", options=options, transport=cli)]
+
+    return asyncio.run(run())
+
+
+def tool_results(messages: list[Any]) -> list[ToolResultBlock]:
+    return [
+        block
+        for m in messages
+        if isinstance(m, UserMessage) and isinstance(m.content, list)
+        for block in m.content
+        if isinstance(block, ToolResultBlock)
+    ]
+
+
+def test_through_query_the_third_identical_call_never_runs_and_claude_reads_why() -> None:
+    cli = ScriptedClaudeCode([[[("Bash", {"command": "npm test"})]] * 4])
+    messages = through_query(cli, ClaudeAgentOptions(hooks=loop_brake_hooks()))
+
+    assert len(cli.ran) == 2  # Claude Code ran the first two; the hook denied the others
+    assert cli.answers[:2] == [{}, {}]  # no opinion, so the user's permission rules still apply
+    assert [a["hookSpecificOutput"]["permissionDecision"] for a in cli.answers[2:]] == ["deny"] * 2
+    results = tool_results(messages)
+    assert [r.is_error for r in results] == [None, None, True, True]
+    assert str(results[2].content).startswith('loop brake: tool "Bash" called 3 times in a row')
+    assert isinstance(messages[0], AssistantMessage) and isinstance(messages[-1], ResultMessage)
+
+
+def test_through_query_parallel_calls_in_one_turn_count_exactly() -> None:
+    # One turn of five identical calls: Claude Code asks their hooks at once, and the SDK runs
+    # each hook request as a task of its own.
+    cli = ScriptedClaudeCode([[[("Grep", {"pattern": "TODO"})] * 5]])
+    messages = through_query(cli, ClaudeAgentOptions(hooks=loop_brake_hooks()))
+    assert len(cli.ran) == 2
+    assert sorted(bool(r.is_error) for r in tool_results(messages)) == [False] * 2 + [True] * 3
+
+
+def test_through_query_on_deny_raise_ends_the_run_in_claude_codes_own_words() -> None:
+    cli = ScriptedClaudeCode([[[("Read", {"file_path": f"/home/dev/.aws/{CANARY}"})]] * 4])
+    options = ClaudeAgentOptions(hooks=loop_brake_hooks(Brakes(LoopBrake(2)), on_deny="raise"))
+    through_query(cli, options)
+    assert len(cli.ran) == 1
+    (denied,) = [a for a in cli.answers if a]
+    # What Claude Code reads: "continue" (the SDK renamed our continue_), and the stop reason.
+    assert denied["continue"] is False and "continue_" not in denied
+    assert denied["stopReason"] == denied["hookSpecificOutput"]["permissionDecisionReason"]
+    assert cli.stopped_with is not None and cli.stopped_with.startswith("loop brake:")
+    assert CANARY not in json.dumps(cli.answers)
+
+
+def test_through_the_client_a_session_keeps_its_streak_across_prompts() -> None:
+    # ClaudeSDKClient keeps one Claude Code session open: the streak continues from one prompt
+    # to the next, and a subagent's calls (agent_id) are a streak of their own.
+    brakes = Brakes()
+    ls = ("Bash", {"command": "ls"})
+    cli = ScriptedClaudeCode([[[ls]], [[ls], [ls]]])
+
+    async def conversation() -> None:
+        options = ClaudeAgentOptions(hooks=loop_brake_hooks(brakes))
+        async with ClaudeSDKClient(options, transport=cli) as client:
+            for prompt in ("list the files", "again, twice"):
+                await client.query(prompt)
+                async for _message in client.receive_response():
+                    pass
+
+    asyncio.run(conversation())
+    assert len(cli.ran) == 2  # the second prompt's second call was the session's third
+    assert brakes.loop_brake is not None
+    assert brakes.loop_brake.streak(SESSION) == (call_hash(*ls)[:12], 3)
+
+    subagent = ScriptedClaudeCode([[[ls], [ls]]], agent_id="a3f9c2e1")
+    through_query(subagent, ClaudeAgentOptions(hooks=loop_brake_hooks(brakes)))
+    assert len(subagent.ran) == 2
+    assert brakes.loop_brake.streak(f"{SESSION}/a3f9c2e1") == (call_hash(*ls)[:12], 2)
+
+
+# --- the hook callbacks, called as the SDK calls them ----------------------------------------
 
 
 def test_the_options_take_the_hooks_mapping() -> None:

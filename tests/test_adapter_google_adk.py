@@ -14,6 +14,7 @@ from google.adk.apps import App
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
+from google.adk.tools import FunctionTool
 from google.genai import types
 
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeError, call_hash
@@ -23,6 +24,7 @@ from tests.adapter_support import (
     CANARY,
     PROFILE_CALLS,
     PROFILE_RUNS,
+    WEATHER,
     Runs,
     assert_no_arguments_in_our_frames,
     assert_profile_verdicts,
@@ -156,3 +158,49 @@ def test_a_profiles_patch_rows_configure_the_plugin(profile_brakes: Brakes) -> N
     handed = [model.responses(turn) for turn in range(1, len(PROFILE_CALLS) + 1)]
     assert all(len(responses) == 1 for responses in handed)
     assert_profile_verdicts([r.get("error") or r["result"] for (r,) in handed])
+
+
+def test_a_call_that_asks_for_confirmation_is_counted_once_and_a_denied_one_never_asks() -> None:
+    # ADK presents a call that needs the user's confirmation to the plugin twice: when the model
+    # makes it (then ADK asks the user and the run pauses) and again once the user confirmed it.
+    # With maxRepeats 2, counting both would deny the very call the user approved.
+    runs, brakes = Runs(), Brakes(LoopBrake(2))
+    model = Calling(model="scripted", calls=[WEATHER, WEATHER])
+    confirmed_tool = FunctionTool(search_tool(runs), require_confirmation=True)
+    agent = LlmAgent(name="assistant", model=model, tools=[confirmed_tool])
+    service = InMemorySessionService()
+    app = App(name="app", root_agent=agent, plugins=[LoopBrakePlugin(brakes)])
+    runner = Runner(app=app, session_service=service)
+
+    async def conversation() -> tuple[str, list[Any]]:
+        session = await service.create_session(app_name="app", user_id="user")
+
+        async def send(*parts: types.Part) -> list[Any]:
+            message = types.Content(role="user", parts=list(parts))
+            events = runner.run_async(user_id="user", session_id=session.id, new_message=message)
+            return [event async for event in events]
+
+        asked = await send(types.Part(text="weather?"))
+        (request,) = confirmation_requests(asked)
+        assert len(runs) == 0  # paused: the user has not answered yet
+        answer = types.FunctionResponse(
+            id=request.id, name=request.name, response={"confirmed": True}
+        )
+        return session.id, await send(types.Part(function_response=answer))
+
+    session_id, resumed = asyncio.run(conversation())
+    assert runs.calls == ["weather"]  # the confirmed call ran: it was counted once, not twice
+    # The model's second identical call was denied before ADK could ask the user about it.
+    assert confirmation_requests(resumed) == []
+    (denied,) = model.responses(-1)
+    assert denied["error"].startswith('loop brake: tool "search" called 2 times in a row')
+    assert brakes.loop_brake.streak(session_id) == (call_hash("search", WEATHER)[:12], 2)
+
+
+def confirmation_requests(events: list[Any]) -> list[types.FunctionCall]:
+    return [
+        call
+        for event in events
+        for call in event.get_function_calls()
+        if call.name == "adk_request_confirmation"
+    ]
