@@ -67,16 +67,22 @@ def test_the_example_runs_and_its_third_identical_call_is_denied(framework: str)
     assert "called 3 times in a row with identical arguments" in repr(handed)
 
 
-def test_the_claude_example_builds_its_options() -> None:
-    # Claude Code cannot run offline: everything but the last line (the run) is executed.
-    code = example("Claude Agent SDK")
-    assert code.rstrip().endswith("anyio.run(main)")
+def test_the_claude_example_runs_against_a_scripted_claude_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Claude Code needs an account: the example's query() is given the transport that plays
+    # Claude Code's side (the one public parameter the example leaves out), nothing else.
+    import claude_agent_sdk
+
+    from tests.test_adapter_claude_agent_sdk import ScriptedClaudeCode
+
+    cli = ScriptedClaudeCode([[[("Bash", {"command": "npm test"})]] * 3])
+    real_query = claude_agent_sdk.query
+    monkeypatch.setattr(claude_agent_sdk, "query", lambda **kw: real_query(**kw, transport=cli))
     namespace: dict[str, Any] = {"__name__": "example"}
-    exec(
-        compile(code.rstrip().removesuffix("anyio.run(main)"), "docs/adapters.md", "exec"),
-        namespace,
-    )
-    assert namespace["options"].hooks["PreToolUse"][0].hooks
+    exec(compile(example("Claude Agent SDK"), "docs/adapters.md (Claude)", "exec"), namespace)
+    assert len(cli.ran) == 2
+    assert "called 3 times in a row with identical arguments" in capsys.readouterr().out
 
 
 def test_the_brakes_example_runs() -> None:
