@@ -74,7 +74,7 @@ def test_the_claude_example_runs_against_a_scripted_claude_code(
     # Claude Code's side (the one public parameter the example leaves out), nothing else.
     import claude_agent_sdk
 
-    from tests.test_adapter_claude_agent_sdk import ScriptedClaudeCode
+    from tests.scripted_claude_code import ScriptedClaudeCode
 
     cli = ScriptedClaudeCode([[[("Bash", {"command": "npm test"})]] * 3])
     real_query = claude_agent_sdk.query
