@@ -87,9 +87,7 @@ def test_the_claude_example_runs_against_a_scripted_claude_code(
 
 def test_the_brakes_example_runs() -> None:
     code = DOC.split("## Tuning the brakes", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    from dsh_loop_brake.adapters.langchain import LoopBrakeMiddleware
-
-    namespace: dict[str, Any] = {"LoopBrakeMiddleware": LoopBrakeMiddleware}
+    namespace: dict[str, Any] = {"__name__": "example"}
     exec(compile(code, "docs/adapters.md (brakes)", "exec"), namespace)
     assert namespace["middleware"].brakes.loop_brake.max_repeats == 5
 
