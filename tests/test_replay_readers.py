@@ -609,9 +609,9 @@ def test_close_releases_the_file_however_far_it_was_read(
 def test_overlong_line_is_skipped_without_holding_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dsh_loop_brake.replay import readers
+    from dsh_loop_brake.replay import _jsonlines
 
-    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(_jsonlines, "MAX_LINE_BYTES", 1024)
     path = write(
         tmp_path,
         "c.jsonl",
@@ -646,9 +646,9 @@ _ODD_LINES = [
 def test_lines_read_in_blocks_read_as_each_on_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    from dsh_loop_brake.replay import readers
+    from dsh_loop_brake.replay import _jsonlines
 
-    monkeypatch.setattr(readers, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(_jsonlines, "BLOCK_BYTES", block)
     path = write(tmp_path, "c.jsonl", b"\n".join(_ODD_LINES))
     _, sessions, calls, problems = read(path, "jsonl")
     assert sessions == ["s", "c.jsonl"]
@@ -676,9 +676,9 @@ def test_lines_read_in_blocks_read_as_each_on_its_own(
 def test_carriage_returns_end_a_line_only_when_the_newline_follows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    from dsh_loop_brake.replay import readers
+    from dsh_loop_brake.replay import _jsonlines
 
-    monkeypatch.setattr(readers, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(_jsonlines, "BLOCK_BYTES", block)
     lines = [b'{"tool": "a"}\r', b'{"tool": "b"}\r ', b'{"tool": "c"}\r\r', b'{"tool": "d"}\rx']
     path = write(tmp_path, "c.jsonl", b"\n".join(lines) + b"\r\n")
     _, _, calls, problems = read(path, "jsonl")

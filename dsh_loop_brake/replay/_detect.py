@@ -1,0 +1,127 @@
+"""Telling the transcript formats apart from a file's first JSON values.
+
+Each value is looked at on its own (:func:`entry_of`): a call of the ``jsonl`` format, a Claude
+Code entry, or an entry of a chat log — a session (an object with a ``messages``/``traj`` list)
+or a message. A chat log does not always show on its first line which API wrote it (a user
+message looks the same in both), so :class:`Detector` looks on through the values for one that
+does; a chat log that never shows it is read as ``openai`` (both APIs' tool calls are read).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, final
+
+__all__ = [
+    "ANTHROPIC",
+    "CLAUDE_CODE",
+    "JSONL",
+    "MESSAGES",
+    "OPENAI",
+    "RESPONSES_ITEMS",
+    "SESSIONS",
+    "Detector",
+    "chat_format",
+    "entry_of",
+    "session_messages",
+]
+
+JSONL: Final = "jsonl"
+CLAUDE_CODE: Final = "claude-code"
+OPENAI: Final = "openai"
+ANTHROPIC: Final = "anthropic"
+
+# The two ways a chat log lays out its entries: sessions (each with its messages), or messages.
+SESSIONS: Final = "sessions"
+MESSAGES: Final = "messages"
+
+RESPONSES_ITEMS: Final = ("function_call", "function_call_output", "message", "reasoning")
+"""Item types of the OpenAI Responses API that appear in a message list."""
+
+_CALL_HINT_KEYS: Final = ("args", "arguments", "session", "agent", "call_id")
+
+
+def entry_of(value: Any) -> str | None:
+    """What one JSON value is: a call (JSONL), a Claude Code entry, a chat session or message."""
+    if type(value) is not dict:
+        return None
+    if isinstance(value.get("tool"), str):
+        return JSONL
+    if "sessionId" in value or "parentUuid" in value:
+        return CLAUDE_CODE
+    if "type" in value and ("uuid" in value or "leafUuid" in value or "messageId" in value):
+        return CLAUDE_CODE
+    if isinstance(value.get("messages"), list) or isinstance(value.get("traj"), list):
+        return SESSIONS
+    if isinstance(value.get("role"), str) or value.get("type") in RESPONSES_ITEMS:
+        return MESSAGES
+    if isinstance(value.get("name"), str) and any(key in value for key in _CALL_HINT_KEYS):
+        return JSONL
+    return None
+
+
+def chat_format(message: Any) -> str | None:
+    """``openai`` or ``anthropic`` when a chat message shows which API wrote it, else None."""
+    if type(message) is not dict:
+        return None
+    if (
+        "tool_calls" in message
+        or "function_call" in message
+        or message.get("role") == "tool"
+        or message.get("type") in RESPONSES_ITEMS
+    ):
+        return OPENAI
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict and block.get("type") in ("tool_use", "tool_result"):
+                return ANTHROPIC
+    return None
+
+
+def session_messages(value: Any) -> list[Any] | None:
+    """A chat session's messages (its ``messages`` list, else its ``traj`` list), or None."""
+    if type(value) is not dict:
+        return None
+    messages = value.get("messages")
+    if type(messages) is list:
+        return messages
+    traj = value.get("traj")
+    return traj if type(traj) is list else None
+
+
+@final
+class Detector:
+    """Shown values one by one, decides the format of the file they come from.
+
+    The first value that is an entry of some format decides it, except that a chat log is
+    then looked through (its values read the way its first entry is laid out) for a message
+    that shows which API wrote it.
+    """
+
+    __slots__ = ("_chat", "first")
+
+    def __init__(self) -> None:
+        self.first: str | None = None  # what the first entry is (see entry_of)
+        self._chat: str | None = None  # the API a chat log's messages show, once one does
+
+    def see(self, value: Any) -> bool:
+        """Look at one more value; True once the format is decided."""
+        if self.first is None:
+            self.first = entry_of(value)
+        first = self.first
+        if first is None:
+            return False
+        if first not in (SESSIONS, MESSAGES):
+            return True
+        if self._chat is None:
+            messages = session_messages(value) if first == SESSIONS else [value]
+            self._chat = next(filter(None, map(chat_format, messages or ())), None)
+        return self._chat is not None
+
+    @property
+    def format(self) -> str | None:
+        """The format decided so far (a chat log that shows no API: ``openai``), or None."""
+        first = self.first
+        if first in (SESSIONS, MESSAGES):
+            return self._chat or OPENAI
+        return first

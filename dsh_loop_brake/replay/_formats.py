@@ -1,0 +1,330 @@
+"""The format readers: a transcript's records in, its tool calls out, in recorded order.
+
+A record is one line of a JSON Lines file (``(line number, value, None)``, or ``(line number,
+None, reason)`` for a line that is not JSON) or one item of a JSON document (``("message #3",
+item, None)``). Every reader takes the records and a :class:`Reading` (where the session names
+go, where problems are reported, how a chat log is laid out) and yields one
+:class:`RecordedCall` per tool call.
+
+The formats: ``jsonl`` (:func:`read_calls`), ``claude-code`` (:func:`read_claude_code`), and
+chat logs (:func:`read_chat`), whose messages carry OpenAI ``tool_calls`` or Anthropic
+``tool_use`` blocks or both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, NamedTuple, final
+
+from dsh_loop_brake.replay._detect import MESSAGES, SESSIONS, session_messages
+from dsh_loop_brake.replay._jsonlines import loads
+from dsh_loop_brake.replay._problems import Problems, json_type
+
+__all__ = [
+    "Reading",
+    "Record",
+    "RecordedCall",
+    "Sessions",
+    "read_calls",
+    "read_chat",
+    "read_claude_code",
+]
+
+_SESSION_ID_KEYS: Final = ("id", "session_id", "task_id")
+
+Record = tuple["int | str", Any, "str | None"]
+"""(where, value, None), or (where, None, reason) for a line that is skipped."""
+
+
+class RecordedCall(NamedTuple):
+    """One recorded tool call: its session (an index into ``Transcript.sessions``), tool, args."""
+
+    session: int
+    tool: str
+    arguments: Any
+
+
+_new_call: Final = tuple.__new__  # RecordedCall(...) without the Python-level __new__: per call
+
+
+@final
+class Sessions:
+    """Session names in first-seen order, and the index of each session key."""
+
+    __slots__ = ("index", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[object, int] = {}
+
+    def add(self, name: str) -> int:
+        """A new session (a name may repeat: two runs of one task are two sessions)."""
+        self.names.append(name)
+        return len(self.names) - 1
+
+    def keyed(self, key: object, name: str) -> int:
+        """The session of ``key``, added under ``name`` the first time the key is seen."""
+        index = self.index.get(key)
+        if index is None:
+            index = self.index[key] = self.add(name)
+        return index
+
+
+@final
+class Reading:
+    """What a format reader is given besides the records.
+
+    ``file_name`` names the file's own session (a session that nothing else names);
+    ``layout`` says how a chat document is laid out: ``lines`` (JSON Lines: each record a
+    message or a session), ``messages`` (the records are the file's messages) or ``sessions``
+    (each record is a session).
+    """
+
+    __slots__ = ("file_name", "layout", "problems", "sessions")
+
+    def __init__(self, file_name: str, problems: Problems, layout: str = "lines") -> None:
+        self.file_name = file_name
+        self.problems = problems
+        self.layout = layout
+        self.sessions = Sessions()
+
+
+# --------------------------------------------------------------------------------------------
+# jsonl: one call per record
+
+
+def read_calls(records: Iterable[Record], reading: Reading) -> Iterator[RecordedCall]:
+    """``jsonl``: one call per record, ``{"tool"|"name", "args"|"arguments", "session"?, ...}``."""
+    sessions = reading.sessions
+    problems = reading.problems
+    default: int | None = None
+    known = sessions.index.get  # a session seen before: one dict look-up per call
+    for where, record, reason in records:
+        if type(record) is not dict:  # not an object, or a bad line (its value is None)
+            problems.at(where, reason or f"not a call (a JSON {json_type(record)}, not an object)")
+            continue
+        tool = record.get("tool")
+        if tool is None:
+            tool = record.get("name")
+        if type(tool) is not str or not tool:
+            problems.at(where, 'not a call (no "tool" or "name" string)')
+            continue
+        arguments = record["args"] if "args" in record else record.get("arguments", {})
+        name = record.get("session")
+        index = known(name) if type(name) is str else None
+        if index is None:  # a new session, or no "session" string
+            if name is None:
+                name = record.get("agent")
+                if type(name) is dict:
+                    name = name.get("id")
+            if name is None:
+                if default is None:
+                    default = sessions.keyed(None, reading.file_name)
+                index = default
+            elif type(name) is str or type(name) is int:
+                shown = str(name)  # 7 and "7" are one session
+                index = sessions.keyed(shown, shown)
+            else:
+                problems.at(
+                    where, f"not a call (its session is a JSON {json_type(name)}, not a string)"
+                )
+                continue
+        yield _new_call(RecordedCall, (index, tool, arguments))
+
+
+# --------------------------------------------------------------------------------------------
+# claude-code: the tool_use blocks of assistant entries
+
+
+def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[RecordedCall]:
+    """``claude-code``: ``tool_use`` blocks of assistant entries, one call per ``tool_use`` id."""
+    sessions = reading.sessions
+    problems = reading.problems
+    seen: list[set[str]] = []  # tool_use ids already counted, per session
+    for where, entry, reason in records:
+        if type(entry) is not dict:  # not an object, or a bad line (its value is None)
+            problems.at(where, reason or f"not a Claude Code entry (a JSON {json_type(entry)})")
+            continue
+        entry_type = entry.get("type")
+        if entry_type != "assistant" and entry_type != "user":
+            continue
+        session_id = entry.get("sessionId")
+        name = session_id if type(session_id) is str and session_id else reading.file_name
+        agent_id = entry.get("agentId")
+        if entry.get("isSidechain") is True and type(agent_id) is str and agent_id:
+            index = sessions.keyed((name, agent_id), f"{name}/{agent_id}")
+        else:
+            index = sessions.keyed((name, None), name)
+        if index == len(seen):
+            seen.append(set())
+        if entry_type != "assistant":
+            continue
+        message = entry.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not list:
+            continue
+        ids = seen[index]
+        for tool, arguments, block_id in tool_uses(content, where, problems):
+            if type(block_id) is str:
+                if block_id in ids:
+                    continue  # the same entry logged again: one call
+                ids.add(block_id)
+            yield _new_call(RecordedCall, (index, tool, arguments))
+
+
+def tool_uses(
+    content: list[Any], where: int | str, problems: Problems
+) -> Iterator[tuple[str, Any, Any]]:
+    """(name, input, id) of each ``tool_use`` block of an Anthropic message's ``content``."""
+    for block in content:
+        if type(block) is not dict or block.get("type") != "tool_use":
+            continue
+        tool = block.get("name")
+        if type(tool) is not str or not tool:
+            problems.at(where, "a tool_use block without a name")
+            continue
+        yield tool, block.get("input", {}), block.get("id")
+
+
+# --------------------------------------------------------------------------------------------
+# Chat logs: OpenAI tool calls, Anthropic tool_use blocks
+
+
+def read_chat(
+    records: Iterable[Record], reading: Reading, *, openai: bool, anthropic: bool
+) -> Iterator[RecordedCall]:
+    """Chat logs: the tool calls of every message, OpenAI's and/or Anthropic's."""
+    if reading.layout == SESSIONS:
+        return _chat_sessions(records, reading, openai, anthropic)
+    if reading.layout == MESSAGES:
+        index = reading.sessions.add(reading.file_name)
+        return _chat_messages(records, index, reading.problems, openai, anthropic)
+    return _chat_lines(records, reading, openai, anthropic)
+
+
+def _chat_lines(
+    records: Iterable[Record], reading: Reading, openai: bool, anthropic: bool
+) -> Iterator[RecordedCall]:
+    """JSON Lines: one message per line (the file's session), or one session per line."""
+    sessions = reading.sessions
+    problems = reading.problems
+    file_session: int | None = None
+    number = 0
+    for where, value, reason in records:
+        if reason is not None:  # a bad line
+            problems.at(where, reason)
+            continue
+        messages = session_messages(value)
+        if messages is not None:
+            number += 1
+            index = sessions.add(_session_name(value, number))
+            prefix = f"line {where}: "
+            yield from _session_calls(messages, index, problems, openai, anthropic, prefix)
+            continue
+        if file_session is None:
+            file_session = sessions.add(reading.file_name)
+        yield from _message_calls(value, file_session, problems, where, openai, anthropic)
+
+
+def _chat_sessions(
+    records: Iterable[Record], reading: Reading, openai: bool, anthropic: bool
+) -> Iterator[RecordedCall]:
+    """A list of sessions, each an object with ``messages`` or ``traj`` (tau-bench style)."""
+    sessions = reading.sessions
+    problems = reading.problems
+    for number, (where, item, _) in enumerate(records, 1):
+        messages = session_messages(item)
+        if messages is None:
+            problems.at(where, "not an object with a messages or traj list")
+            continue
+        index = sessions.add(_session_name(item, number))
+        prefix = f"{where}, "
+        yield from _session_calls(messages, index, problems, openai, anthropic, prefix)
+
+
+def _chat_messages(
+    records: Iterable[Record], index: int, problems: Problems, openai: bool, anthropic: bool
+) -> Iterator[RecordedCall]:
+    """A document's messages, all of them the file's session."""
+    for where, message, _ in records:
+        yield from _message_calls(message, index, problems, where, openai, anthropic)
+
+
+def _session_calls(
+    messages: list[Any],
+    index: int,
+    problems: Problems,
+    openai: bool,
+    anthropic: bool,
+    prefix: str,
+) -> Iterator[RecordedCall]:
+    """The messages of one session object, labelled ``message #N`` after ``prefix``."""
+    for number, message in enumerate(messages, 1):
+        where = f"{prefix}message #{number}"
+        yield from _message_calls(message, index, problems, where, openai, anthropic)
+
+
+def _message_calls(
+    message: Any,
+    index: int,
+    problems: Problems,
+    where: int | str,
+    openai: bool,
+    anthropic: bool,
+) -> Iterator[RecordedCall]:
+    """The tool calls one chat message asks for, in order."""
+    if type(message) is not dict:
+        problems.at(where, f"not a message (a JSON {json_type(message)})")
+        return
+    if openai:
+        tool_calls = message.get("tool_calls")
+        if type(tool_calls) is list:
+            for tool_call in tool_calls:
+                function = tool_call.get("function") if type(tool_call) is dict else None
+                call = _openai_function(function)
+                if call is None:
+                    problems.at(where, "a tool call without a function name")
+                    continue
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
+        legacy = message.get("function_call")
+        if legacy is not None:
+            call = _openai_function(legacy)
+            if call is None:
+                problems.at(where, "a function_call without a name")
+            else:
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
+        if message.get("type") == "function_call":  # a Responses API item
+            call = _openai_function(message)
+            if call is not None:
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
+    if anthropic:
+        content = message.get("content")
+        if type(content) is list:
+            for tool, arguments, _ in tool_uses(content, where, problems):
+                yield _new_call(RecordedCall, (index, tool, arguments))
+
+
+def _openai_function(function: Any) -> tuple[str, Any] | None:
+    """(name, arguments) of ``{"name", "arguments"}``; arguments decoded when they are JSON."""
+    if type(function) is not dict:
+        return None
+    name = function.get("name")
+    if type(name) is not str or not name:
+        return None
+    arguments = function.get("arguments")
+    if arguments is None:
+        return name, {}
+    if type(arguments) is str:
+        try:
+            return name, loads(arguments)
+        except (ValueError, RecursionError):
+            return name, arguments  # not JSON: the raw text is still the call's identity
+    return name, arguments
+
+
+def _session_name(value: dict[str, Any], number: int) -> str:
+    for key in _SESSION_ID_KEYS:
+        name = value.get(key)
+        if (type(name) is str and name) or type(name) is int:
+            return str(name)
+    return f"#{number}"
