@@ -403,6 +403,24 @@ def test_garbage_files_raise_reader_error_naming_the_path(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("c.json", b'{"tool": "a\x01"}', "not JSON (Invalid control character at line 1 column 12"),
+        ("c.json", b'{"tool": "a', "not JSON (Unterminated string starting at line 1 column 10)"),
+        ("c.json", b'{"tool": }', "not JSON (Expecting value at line 1 column 10)"),
+    ],
+)
+def test_json_errors_are_worded_once(
+    tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
+    # json's own messages end in "at" before the position ("Invalid control character at")
+    with pytest.raises(ReaderError) as caught:
+        open_transcript(write(tmp_path, name, content))
+    assert caught.value.reason.startswith(reason)
+    assert " at at " not in caught.value.reason
+
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(ReaderError, match="cannot read the file"):
         open_transcript(tmp_path / "nope.jsonl")
@@ -663,7 +681,7 @@ def test_lines_read_in_blocks_read_as_each_on_its_own(
     # bad lines in line order, numbered as lines (the blank line 2 counts), worded as before
     assert problems == [
         f"{path}:6: not JSON (Extra data at column 22); skipped",
-        f"{path}:7: not JSON (Invalid control character at at column 15); skipped",
+        f"{path}:7: not JSON (Invalid control character at column 15); skipped",
         f"{path}:8: not UTF-8 text; skipped",
         f"{path}:10: not JSON (Expecting property name enclosed in double quotes at column 1); "
         "skipped",

@@ -13,7 +13,16 @@ import json.scanner
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final, cast
 
-__all__ = ["BLOCK_BYTES", "MAX_LINE_BYTES", "Line", "json_error", "json_lines", "loads", "size"]
+__all__ = [
+    "BLOCK_BYTES",
+    "MAX_LINE_BYTES",
+    "Line",
+    "json_error",
+    "json_lines",
+    "json_message",
+    "loads",
+    "size",
+]
 
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """A JSON Lines line longer than this is reported and skipped without being held in memory."""
@@ -107,10 +116,16 @@ def loads(text: str) -> Any:
 def json_error(error: ValueError) -> str:
     """Why a line is not JSON, in a few words (never its contents)."""
     if isinstance(error, json.JSONDecodeError):
-        return f"not JSON ({error.msg} at column {error.colno})"
+        return f"not JSON ({json_message(error)} at column {error.colno})"
     if isinstance(error, UnicodeDecodeError):
         return "not UTF-8 text"
     return "not JSON"
+
+
+def json_message(error: json.JSONDecodeError) -> str:
+    """The json module's message without a trailing "at" (it is followed by the position)."""
+    message = error.msg
+    return message[:-3] if message.endswith(" at") else message
 
 
 def size(count: int) -> str:

@@ -43,7 +43,7 @@ from dsh_loop_brake.replay._formats import (
     read_chat,
     read_claude_code,
 )
-from dsh_loop_brake.replay._jsonlines import MAX_LINE_BYTES, Line, json_lines
+from dsh_loop_brake.replay._jsonlines import MAX_LINE_BYTES, Line, json_lines, json_message
 from dsh_loop_brake.replay._problems import (
     Problems,
     ProblemSink,
@@ -198,7 +198,8 @@ def _parse_document(data: bytes, shown: str) -> Any:
         if error.msg == "Extra data":
             return _JSON_LINES  # several JSON values, one per line: read it as JSON Lines
         raise ReaderError(
-            shown, f"not JSON ({error.msg} at line {error.lineno} column {error.colno})"
+            shown,
+            f"not JSON ({json_message(error)} at line {error.lineno} column {error.colno})",
         ) from None
     except UnicodeDecodeError:
         raise ReaderError(shown, "not JSON: the file is not UTF-8 text") from None
@@ -221,9 +222,7 @@ def _from_document(
         if detector.format is None:
             if not items:
                 return Transcript(shown, JSONL, [], iter(()))
-            raise ReaderError(
-                shown, f"not a recognised transcript ({describe(document)}); {_HINT}"
-            )
+            raise ReaderError(shown, f"not a recognised transcript ({describe(document)}); {_HINT}")
     elif (
         format in (OPENAI, ANTHROPIC)
         and isinstance(document, dict)
