@@ -216,12 +216,44 @@ def test_a_directory_without_transcripts_is_a_usage_error(run_cli: RunCli, tmp_p
 
 def test_explicit_format(run_cli: RunCli) -> None:
     openai = str(FIXTURES / "openai_parallel_tools.json")
-    as_openai = report_of(run_cli("replay", "--json", "--format", "openai", openai))
-    as_anthropic = report_of(run_cli("replay", "--json", "--format", "anthropic", openai))
-    assert as_openai["totals"]["calls"] == 9
-    assert as_anthropic["totals"]["calls"] == 0  # asked for tool_use blocks: there are none
+    anthropic = str(FIXTURES / "anthropic_conversation.json")
+    as_openai = run_cli("replay", "--json", "--format", "openai", openai, anthropic)
+    assert report_of(as_openai)["totals"]["calls"] == 9
+    # asked for OpenAI tool calls, the Anthropic file has none: it is said, and the rest replays
+    assert f"warning: {anthropic}: no entry of format openai was found" in as_openai.stderr
     result = run_cli("replay", "--format", "csv", openai)
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "format"),
+    [
+        ("calls.jsonl", "claude-code"),
+        ("anthropic_conversation.json", "openai"),
+        ("openai_parallel_tools.json", "anthropic"),
+        ("tau_bench_results.json", "jsonl"),
+    ],
+)
+def test_a_file_of_another_format_is_unreadable_never_zero_calls(
+    run_cli: RunCli, name: str, format: str
+) -> None:
+    # A CI gate must not pass a loop because replay read the log as something it is not.
+    path = str(FIXTURES / name)
+    result = run_cli("replay", "--format", format, "--max-repeats=3", "--fail-on-denial", path)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    warning, error = result.stderr.strip().splitlines()
+    assert warning.startswith(f"warning: {path}: no entry of format {format} was found (")
+    assert warning.endswith("; the file was skipped")
+    assert "nothing could be read" in error
+
+
+def test_an_empty_file_is_said_not_replayed_as_nothing(run_cli: RunCli, tmp_path: Path) -> None:
+    empty = tmp_path / "agent.jsonl"
+    empty.write_text("")
+    result = run_cli("replay", "--max-repeats=3", "--fail-on-denial", str(empty))
+    assert result.returncode == 2
+    assert f"{empty}: no entry of any format was found (the file is empty)" in result.stderr
 
 
 def test_hostile_names_stay_on_one_line(run_cli: RunCli, tmp_path: Path) -> None:

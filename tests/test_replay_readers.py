@@ -428,25 +428,91 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         open_transcript(tmp_path)
 
 
-def test_wrong_shape_for_the_format_given(tmp_path: Path) -> None:
+def test_a_wrong_shape_for_the_format_given_is_no_entry_of_it(tmp_path: Path) -> None:
     path = write(tmp_path, "x.json", '{"tool": "search"}')
-    with pytest.raises(ReaderError, match="not a transcript in the openai format"):
-        open_transcript(path, "openai")
+    with pytest.raises(ReaderError, match="no entry of format openai was found"):
+        list(open_transcript(path, "openai"))
 
 
 @pytest.mark.parametrize(
-    ("name", "content"),
+    ("name", "format", "looks_like"),
     [
-        ("e.json", b""),
-        ("e.jsonl", b""),
-        ("e.json", b"\n  \n"),
-        ("e.ndjson", b"\n\n"),
-        ("e.json", b"[]"),
+        ("calls.jsonl", "claude-code", "jsonl"),
+        ("calls.jsonl", "openai", "jsonl"),
+        ("anthropic_conversation.json", "openai", "anthropic"),
+        ("openai_parallel_tools.json", "anthropic", "openai"),
+        ("openai_messages.jsonl", "anthropic", "openai"),
+        ("openai_messages.jsonl", "claude-code", "openai"),
+        ("tau_bench_results.json", "jsonl", "openai"),
+        (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}.jsonl", "jsonl", "claude-code"),
+        (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}.jsonl", "openai", "claude-code"),
     ],
 )
-def test_empty_files_have_no_sessions(tmp_path: Path, name: str, content: bytes) -> None:
-    _, sessions, calls, problems = read(write(tmp_path, name, content))
-    assert (sessions, calls, problems) == ([], [], [])
+def test_a_file_with_no_entry_of_the_format_it_is_read_as_is_unreadable(
+    name: str, format: str, looks_like: str
+) -> None:
+    path = FIXTURES / name
+    problems: list[str] = []
+    with pytest.raises(ReaderError) as caught:
+        list(open_transcript(path, format, on_problem=problems.append))
+    assert str(caught.value) == (
+        f"{path}: no entry of format {format} was found "
+        f"(it looks like {looks_like}: try --format {looks_like})"
+    )
+    assert problems == []  # one error for the file, not every line of it "skipped" first
+
+
+def test_a_file_with_no_usable_entry_of_the_detected_format_is_unreadable(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.jsonl", '{"tool": "", "args": {}}\n' * 3)
+    with pytest.raises(ReaderError, match=r"c\.jsonl: no entry of format jsonl was found$"):
+        list(open_transcript(path))
+
+
+def test_a_chat_without_tool_calls_is_still_a_chat_of_either_format(tmp_path: Path) -> None:
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    path = write(tmp_path, "chat.json", json.dumps(chat))
+    for format in ("auto", "openai", "anthropic"):
+        assert read(path, format)[1:] == (["chat.json"], [], [])
+
+
+def test_a_summary_only_claude_code_file_is_claude_code(tmp_path: Path) -> None:
+    line = {"type": "summary", "summary": "Fix the test", "leafUuid": "0b7d5c2e"}
+    path = write(tmp_path, "s.jsonl", json.dumps(line) + "\n")
+    assert read(path, "claude-code")[1:] == ([], [], [])
+
+
+def test_problems_before_the_first_call_come_in_order_once_the_file_shows_its_format(
+    tmp_path: Path,
+) -> None:
+    lines = ["oops", '{"tool": "a"}', "[1]", '{"tool": "b"}']
+    path = write(tmp_path, "c.jsonl", "\n".join(lines) + "\n")
+    _, _, calls, problems = read(path, "jsonl")
+    assert [tool for _, tool, _ in calls] == ["a", "b"]
+    assert [p.split(": ")[0] for p in problems] == [f"{path}:1", f"{path}:3"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("e.json", b"", "the file is empty"),
+        ("e.jsonl", b"", "the file is empty"),
+        ("e.json", b"\n  \n", "the file is empty"),
+        ("e.ndjson", b"\n\n", "the file is empty"),
+        ("e.json", b"[]", "the file holds an empty array"),
+    ],
+)
+@pytest.mark.parametrize("format", ["auto", "jsonl", "claude-code"])
+def test_empty_files_are_unreadable(
+    tmp_path: Path, name: str, content: bytes, why: str, format: str
+) -> None:
+    # An empty log is no evidence that the agent did not loop: it is said, not "0 calls".
+    path = write(tmp_path, name, content)
+    of = "any format" if format == "auto" else f"format {format}"
+    if content == b"[]" and format != "auto":
+        why = ""  # read as the format asked for, whose reader finds nothing in it
+    with pytest.raises(ReaderError) as caught:
+        list(open_transcript(path, format))
+    assert str(caught.value) == f"{path}: no entry of {of} was found" + (f" ({why})" if why else "")
 
 
 def test_reader_error_pickles() -> None:

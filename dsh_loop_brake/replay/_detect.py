@@ -22,6 +22,7 @@ __all__ = [
     "Detector",
     "chat_format",
     "entry_of",
+    "is_message",
     "session_messages",
 ]
 
@@ -52,11 +53,18 @@ def entry_of(value: Any) -> str | None:
         return CLAUDE_CODE
     if isinstance(value.get("messages"), list) or isinstance(value.get("traj"), list):
         return SESSIONS
-    if isinstance(value.get("role"), str) or value.get("type") in RESPONSES_ITEMS:
+    if is_message(value):
         return MESSAGES
     if isinstance(value.get("name"), str) and any(key in value for key in _CALL_HINT_KEYS):
         return JSONL
     return None
+
+
+def is_message(value: dict[str, Any] | Any) -> bool:
+    """Whether a value is a chat message: an object with a ``role``, or a Responses API item."""
+    return type(value) is dict and (
+        isinstance(value.get("role"), str) or value.get("type") in RESPONSES_ITEMS
+    )
 
 
 def chat_format(message: Any) -> str | None:
@@ -98,11 +106,12 @@ class Detector:
     that shows which API wrote it.
     """
 
-    __slots__ = ("_chat", "first")
+    __slots__ = ("_chat", "decided", "first")
 
     def __init__(self) -> None:
         self.first: str | None = None  # what the first entry is (see entry_of)
         self._chat: str | None = None  # the API a chat log's messages show, once one does
+        self.decided = False
 
     def see(self, value: Any) -> bool:
         """Look at one more value; True once the format is decided."""
@@ -111,12 +120,13 @@ class Detector:
         first = self.first
         if first is None:
             return False
-        if first not in (SESSIONS, MESSAGES):
-            return True
-        if self._chat is None:
+        if first in (SESSIONS, MESSAGES) and self._chat is None:
             messages = session_messages(value) if first == SESSIONS else [value]
             self._chat = next(filter(None, map(chat_format, messages or ())), None)
-        return self._chat is not None
+            if self._chat is None:
+                return False
+        self.decided = True
+        return True
 
     @property
     def format(self) -> str | None:

@@ -9,6 +9,10 @@ go, where problems are reported, how a chat log is laid out) and yields one
 The formats: ``jsonl`` (:func:`read_calls`), ``claude-code`` (:func:`read_claude_code`), and
 chat logs (:func:`read_chat`), whose messages carry OpenAI ``tool_calls`` or Anthropic
 ``tool_use`` blocks or both.
+
+A reader that finds no entry of its format in the whole file (a plain JSON Lines file of calls
+read as Claude Code, an Anthropic conversation read as OpenAI) raises :class:`NoEntry` at the
+end, so a file it did not understand is never a silent "0 calls".
 """
 
 from __future__ import annotations
@@ -16,11 +20,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, NamedTuple, final
 
-from dsh_loop_brake.replay._detect import MESSAGES, SESSIONS, session_messages
+from dsh_loop_brake.replay._detect import (
+    ANTHROPIC,
+    CLAUDE_CODE,
+    MESSAGES,
+    OPENAI,
+    SESSIONS,
+    chat_format,
+    entry_of,
+    is_message,
+    session_messages,
+)
 from dsh_loop_brake.replay._jsonlines import loads
 from dsh_loop_brake.replay._problems import Problems, json_type
 
 __all__ = [
+    "NoEntry",
     "Reading",
     "Record",
     "RecordedCall",
@@ -45,6 +60,11 @@ class RecordedCall(NamedTuple):
 
 
 _new_call: Final = tuple.__new__  # RecordedCall(...) without the Python-level __new__: per call
+
+
+@final
+class NoEntry(Exception):
+    """The whole file held no entry of the format it was read as."""
 
 
 @final
@@ -130,6 +150,8 @@ def read_calls(records: Iterable[Record], reading: Reading) -> Iterator[Recorded
                 )
                 continue
         yield _new_call(RecordedCall, (index, tool, arguments))
+    if not sessions.names:  # a session is made for a call only
+        raise NoEntry
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,12 +163,15 @@ def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[Re
     sessions = reading.sessions
     problems = reading.problems
     seen: list[set[str]] = []  # tool_use ids already counted, per session
+    other_entries = False  # a Claude Code entry of another type (a summary): not a session
     for where, entry, reason in records:
         if type(entry) is not dict:  # not an object, or a bad line (its value is None)
             problems.at(where, reason or f"not a Claude Code entry (a JSON {json_type(entry)})")
             continue
         entry_type = entry.get("type")
         if entry_type != "assistant" and entry_type != "user":
+            if not other_entries:
+                other_entries = entry_of(entry) == CLAUDE_CODE
             continue
         session_id = entry.get("sessionId")
         name = session_id if type(session_id) is str and session_id else reading.file_name
@@ -170,6 +195,8 @@ def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[Re
                     continue  # the same entry logged again: one call
                 ids.add(block_id)
             yield _new_call(RecordedCall, (index, tool, arguments))
+    if not sessions.names and not other_entries:
+        raise NoEntry
 
 
 def tool_uses(
@@ -194,17 +221,54 @@ def read_chat(
     records: Iterable[Record], reading: Reading, *, openai: bool, anthropic: bool
 ) -> Iterator[RecordedCall]:
     """Chat logs: the tool calls of every message, OpenAI's and/or Anthropic's."""
+    chat = _Chat(openai, anthropic)
     if reading.layout == SESSIONS:
-        return _chat_sessions(records, reading, openai, anthropic)
-    if reading.layout == MESSAGES:
+        yield from _chat_sessions(records, reading, chat)
+    elif reading.layout == MESSAGES:
         index = reading.sessions.add(reading.file_name)
-        return _chat_messages(records, index, reading.problems, openai, anthropic)
-    return _chat_lines(records, reading, openai, anthropic)
+        yield from _chat_messages(records, index, reading.problems, chat)
+    else:
+        yield from _chat_lines(records, reading, chat)
+    if not chat.has_entries:
+        raise NoEntry
 
 
-def _chat_lines(
-    records: Iterable[Record], reading: Reading, openai: bool, anthropic: bool
-) -> Iterator[RecordedCall]:
+@final
+class _Chat:
+    """Which APIs' tool calls a chat reader reads, and what its messages have shown so far.
+
+    A file is a chat log of the format asked for when a message shows that API's marks (see
+    :func:`chat_format`), or when its messages show no API at all (a chat without tool calls);
+    one whose messages show only the other API's marks is not.
+    """
+
+    __slots__ = ("anthropic", "neutral", "openai", "other", "shown")
+
+    def __init__(self, openai: bool, anthropic: bool) -> None:
+        self.openai = openai
+        self.anthropic = anthropic
+        self.shown = False  # a message showed an API this reader reads
+        self.neutral = False  # a message that shows no API
+        self.other = False  # a message that showed the API this reader does not read
+
+    def see(self, message: Any) -> None:
+        """Take note of what one message shows (until one shows what is read)."""
+        api = chat_format(message)
+        if api is None:
+            if is_message(message):
+                self.neutral = True
+        elif (self.openai and api == OPENAI) or (self.anthropic and api == ANTHROPIC):
+            self.shown = True
+        else:
+            self.other = True
+
+    @property
+    def has_entries(self) -> bool:
+        """Whether the messages seen are of this reader's format."""
+        return self.shown or (self.neutral and not self.other)
+
+
+def _chat_lines(records: Iterable[Record], reading: Reading, chat: _Chat) -> Iterator[RecordedCall]:
     """JSON Lines: one message per line (the file's session), or one session per line."""
     sessions = reading.sessions
     problems = reading.problems
@@ -218,16 +282,15 @@ def _chat_lines(
         if messages is not None:
             number += 1
             index = sessions.add(_session_name(value, number))
-            prefix = f"line {where}: "
-            yield from _session_calls(messages, index, problems, openai, anthropic, prefix)
+            yield from _session_calls(messages, index, problems, chat, f"line {where}: ")
             continue
         if file_session is None:
             file_session = sessions.add(reading.file_name)
-        yield from _message_calls(value, file_session, problems, where, openai, anthropic)
+        yield from _message_calls(value, file_session, problems, where, chat)
 
 
 def _chat_sessions(
-    records: Iterable[Record], reading: Reading, openai: bool, anthropic: bool
+    records: Iterable[Record], reading: Reading, chat: _Chat
 ) -> Iterator[RecordedCall]:
     """A list of sessions, each an object with ``messages`` or ``traj`` (tau-bench style)."""
     sessions = reading.sessions
@@ -238,45 +301,35 @@ def _chat_sessions(
             problems.at(where, "not an object with a messages or traj list")
             continue
         index = sessions.add(_session_name(item, number))
-        prefix = f"{where}, "
-        yield from _session_calls(messages, index, problems, openai, anthropic, prefix)
+        yield from _session_calls(messages, index, problems, chat, f"{where}, ")
 
 
 def _chat_messages(
-    records: Iterable[Record], index: int, problems: Problems, openai: bool, anthropic: bool
+    records: Iterable[Record], index: int, problems: Problems, chat: _Chat
 ) -> Iterator[RecordedCall]:
     """A document's messages, all of them the file's session."""
     for where, message, _ in records:
-        yield from _message_calls(message, index, problems, where, openai, anthropic)
+        yield from _message_calls(message, index, problems, where, chat)
 
 
 def _session_calls(
-    messages: list[Any],
-    index: int,
-    problems: Problems,
-    openai: bool,
-    anthropic: bool,
-    prefix: str,
+    messages: list[Any], index: int, problems: Problems, chat: _Chat, prefix: str
 ) -> Iterator[RecordedCall]:
     """The messages of one session object, labelled ``message #N`` after ``prefix``."""
     for number, message in enumerate(messages, 1):
-        where = f"{prefix}message #{number}"
-        yield from _message_calls(message, index, problems, where, openai, anthropic)
+        yield from _message_calls(message, index, problems, f"{prefix}message #{number}", chat)
 
 
 def _message_calls(
-    message: Any,
-    index: int,
-    problems: Problems,
-    where: int | str,
-    openai: bool,
-    anthropic: bool,
+    message: Any, index: int, problems: Problems, where: int | str, chat: _Chat
 ) -> Iterator[RecordedCall]:
     """The tool calls one chat message asks for, in order."""
+    if not chat.shown:
+        chat.see(message)
     if type(message) is not dict:
         problems.at(where, f"not a message (a JSON {json_type(message)})")
         return
-    if openai:
+    if chat.openai:
         tool_calls = message.get("tool_calls")
         if type(tool_calls) is list:
             for tool_call in tool_calls:
@@ -297,7 +350,7 @@ def _message_calls(
             call = _openai_function(message)
             if call is not None:
                 yield _new_call(RecordedCall, (index, call[0], call[1]))
-    if anthropic:
+    if chat.anthropic:
         content = message.get("content")
         if type(content) is list:
             for tool, arguments, _ in tool_uses(content, where, problems):

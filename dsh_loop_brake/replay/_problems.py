@@ -32,13 +32,16 @@ class SinkFailed(Exception):
 class Problems:
     """Reports skipped lines and entries of one file: the first few in full, then a count."""
 
-    __slots__ = ("hidden", "path", "shown", "sink")
+    __slots__ = ("held", "hidden", "path", "shown", "sink")
 
     def __init__(self, path: str, sink: ProblemSink | None) -> None:
         self.path = path
         self.sink = sink
         self.shown = 0
         self.hidden = 0
+        # Problems held back until the file shows it is of its format: a file that is not
+        # (every line "not a call") is one error, not five warnings and then the error.
+        self.held: list[str] | None = None
 
     def at(self, where: int | str, reason: str) -> None:
         """Report the line number (an int) or the entry (``"message #3"``) skipped, and why."""
@@ -49,17 +52,41 @@ class Problems:
             return
         self.shown += 1
         separator = ":" if isinstance(where, int) else ": "
-        try:
-            self.sink(f"{self.path}{separator}{where}: {reason}; skipped")
-        except OSError as error:
-            raise SinkFailed(error) from None
+        message = f"{self.path}{separator}{where}: {reason}; skipped"
+        if self.held is not None:
+            self.held.append(message)
+        else:
+            self._send(message)
+
+    def hold(self) -> None:
+        """Keep the problems reported from now on until :meth:`release` (or :meth:`drop`)."""
+        self.held = []
+
+    def release(self) -> None:
+        """Report the problems held back, in order, and any further ones as they come."""
+        held, self.held = self.held, None
+        for message in held or ():
+            self._send(message)
+
+    def drop(self) -> None:
+        """Forget the problems held back and those not shown (the whole file is the problem)."""
+        self.held = None
+        self.hidden = 0
 
     def finish(self) -> None:
-        """Report how many problems were not shown in full."""
+        """Report the problems held back, and how many were not shown in full."""
+        self.release()
         if self.sink is not None and self.hidden:
             plural = "s" if self.hidden != 1 else ""
-            self.sink(f"{self.path}: {self.hidden} more problem{plural} like these; skipped")
+            self._send(f"{self.path}: {self.hidden} more problem{plural} like these; skipped")
             self.hidden = 0
+
+    def _send(self, message: str) -> None:
+        assert self.sink is not None
+        try:
+            self.sink(message)
+        except OSError as error:
+            raise SinkFailed(error) from None
 
 
 def json_type(value: Any) -> str:

@@ -145,9 +145,11 @@ def _replay(args: argparse.Namespace, replayer: Replayer, setting: _Setting, err
     report = replayer.report()
     err.clear_progress()
     if not read:
+        if len(files) == 1:
+            raise ReplayUsageError("nothing could be read (see the warning above)")
         raise ReplayUsageError(
-            f"nothing could be read: none of the {len(files)} transcript file"
-            f"{'s' if len(files) != 1 else ''} could be parsed (see the warnings above)"
+            f"nothing could be read: none of the {len(files)} transcript files could be read "
+            "(see the warnings above)"
         )
     if args.json:
         sys.stdout.write(render_json(report))

@@ -36,6 +36,7 @@ from dsh_loop_brake.replay._detect import (
     session_messages,
 )
 from dsh_loop_brake.replay._formats import (
+    NoEntry,
     Reading,
     Record,
     RecordedCall,
@@ -168,6 +169,8 @@ def open_transcript(
 def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: Problems) -> Transcript:
     if path.suffix.lower() not in _LINE_SUFFIXES:
         data = file.read()
+        if not data.strip():
+            raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
         document = _parse_document(data, shown)
         if document is not _JSON_LINES:
             file.close()
@@ -190,8 +193,6 @@ _JSON_LINES: Final = _JsonLines()
 
 
 def _parse_document(data: bytes, shown: str) -> Any:
-    if not data.strip():
-        return []
     try:
         return json.loads(data)
     except json.JSONDecodeError as error:
@@ -218,25 +219,13 @@ def _from_document(
     items: list[Any] = document if isinstance(document, list) else [document]
     detector = Detector()
     any(map(detector.see, items))  # up to the first item that decides the format
-    if format == "auto":
+    detected = format == "auto"
+    if detected:
         if detector.format is None:
             if not items:
-                return Transcript(shown, JSONL, [], iter(()))
+                raise ReaderError(shown, f"{_no_entry(format)} (the file holds an empty array)")
             raise ReaderError(shown, f"not a recognised transcript ({describe(document)}); {_HINT}")
-    elif (
-        format in (OPENAI, ANTHROPIC)
-        and isinstance(document, dict)
-        and detector.first not in (SESSIONS, MESSAGES)
-    ):
-        raise ReaderError(
-            shown,
-            f"not a transcript in the {format} format: expected a list of messages, an object "
-            f"with messages or a list of sessions, got {describe(document)}",
-        )
-    if format == "auto":
-        format, detected = detector.format or JSONL, True
-    else:
-        detected = False
+        format = detector.format
     layout = MESSAGES  # how a chat document is laid out (the other formats take any records)
     if format in (JSONL, CLAUDE_CODE):
         label = "item"
@@ -248,7 +237,7 @@ def _from_document(
     else:
         label, layout = "session", SESSIONS
     records = ((f"{label} #{number}", item, None) for number, item in enumerate(items, 1))
-    return _read(records, format, detected, file_name, shown, problems, layout, None)
+    return _read(records, format, detector, detected, file_name, shown, problems, layout, None)
 
 
 def _from_lines(
@@ -264,36 +253,37 @@ def _from_lines(
         if line[2] is None:
             if first is None:
                 first = line
-            if format != "auto" or detector.see(line[1]):
-                break  # decided, or given: the first JSON line shows the file is JSON Lines
+            if detector.see(line[1]):
+                break
         if len(peeked) >= _DETECT_LINES:
             break
-    if peeked and first is None:
+    if not peeked:
+        file.close()
+        raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
+    if first is None:
         number, _, reason = peeked[0]
         raise ReaderError(
             shown, f"not JSON Lines: line {number} is {reason}, and so is every line read"
         )
-    if format == "auto" and detector.format is None:
-        if first is None:  # no line at all
-            file.close()
-            return Transcript(shown, JSONL, [], iter(()))
-        shape = describe(first[1])
-        raise ReaderError(
-            shown, f"not a recognised transcript (its first lines are {shape}); {_HINT}"
-        )
+    detected = format == "auto"
+    if detected:
+        if detector.format is None:
+            shape = describe(first[1])
+            raise ReaderError(
+                shown, f"not a recognised transcript (its first lines are {shape}); {_HINT}"
+            )
+        format = detector.format
     # The peeked lines, then the rest: chained in C, so no Python frame per line. Through a
     # list iterator, which lets go of the peeked lines once they are read (chaining the list
     # itself would hold up to 64 parsed lines until the end of the file).
     records = itertools.chain(iter(peeked), lines)
-    detected = format == "auto"
-    if detected:
-        format = detector.format or JSONL
-    return _read(records, format, detected, file_name, shown, problems, "lines", file)
+    return _read(records, format, detector, detected, file_name, shown, problems, "lines", file)
 
 
 def _read(
     records: Iterable[Record],
     format: str,
+    detector: Detector,
     detected: bool,
     file_name: str,
     shown: str,
@@ -304,16 +294,38 @@ def _read(
     """The records read by the reader of their format (given, or ``detected``)."""
     reader = _DETECTED_CHAT if detected and format in (OPENAI, ANTHROPIC) else _READERS[format]
     reading = Reading(file_name, problems, layout)
-    calls = _finish(reader(records, reading), file, shown, problems)
+    # What the file looks like, should it turn out to hold nothing of the format it is read as.
+    looks_like = detector.format if detector.decided else None
+    calls = _finish(reader(records, reading), format, looks_like, file, shown, problems)
     return Transcript(shown, format, reading.sessions.names, calls, file=file)
 
 
 def _finish(
-    calls: Iterator[RecordedCall], file: IO[bytes] | None, shown: str, problems: Problems
+    calls: Iterator[RecordedCall],
+    format: str,
+    looks_like: str | None,
+    file: IO[bytes] | None,
+    shown: str,
+    problems: Problems,
 ) -> Iterator[RecordedCall]:
-    """Close the file and summarise the problems when the calls run out (or reading fails)."""
+    """Close the file and summarise the problems when the calls run out (or reading fails).
+
+    The problems of the lines before the first call are held back: a file that turns out to
+    hold no entry of its format is one error, not its every line "skipped" and then the error.
+    """
+    problems.hold()
     try:
-        yield from calls
+        first = next(calls, None)
+        problems.release()
+        if first is not None:
+            yield first
+            yield from calls
+    except NoEntry:
+        problems.drop()
+        hint = f" (it looks like {looks_like}: try --format {looks_like})"
+        raise ReaderError(
+            shown, _no_entry(format) + (hint if looks_like not in (None, format) else "")
+        ) from None
     except SinkFailed as failed:
         raise failed.error from None  # the caller's own error, not a file that cannot be read
     except OSError as error:
@@ -321,7 +333,19 @@ def _finish(
     finally:
         if file is not None:
             file.close()
-        problems.finish()
+        try:
+            problems.finish()
+        except SinkFailed as failed:
+            raise failed.error from None
+
+
+def _no_entry(format: str) -> str:
+    """``no entry of format claude-code was found`` (or ``of any format`` for ``auto``)."""
+    return (
+        "no entry of any format was found"
+        if format == "auto"
+        else (f"no entry of format {format} was found")
+    )
 
 
 def _os_reason(error: OSError) -> str:
