@@ -105,11 +105,13 @@ def test_directory_is_searched_recursively_skipping_hidden_and_other_files(
         "claude_code/-home-lee-proj/7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl",
         "claude_code/-home-lee-proj/7c9e6679-7425-40de-944b-e07fc1f90ae7/subagents/agent-9f01.jsonl",
         "nested/deeper/late.NDJSON",
+        "openai_chat_completions.jsonl",
         "openai_messages.jsonl",
         "openai_parallel_tools.json",
+        "openai_responses.json",
         "tau_bench_results.json",
     ]
-    assert report["totals"]["sessions"] == 14
+    assert report["totals"]["sessions"] == 16
 
 
 def test_json_report_is_exactly_the_spec_s_shape(run_cli: RunCli) -> None:
@@ -246,6 +248,18 @@ def test_a_file_of_another_format_is_unreadable_never_zero_calls(
     assert warning.startswith(f"warning: {path}: no entry of format {format} was found (")
     assert warning.endswith("; the file was skipped")
     assert "nothing could be read" in error
+
+
+def test_a_log_of_chat_completion_responses_is_replayed(run_cli: RunCli) -> None:
+    # Five identical get_ticket responses: a loop the brake stops at the third call.
+    path = str(FIXTURES / "openai_chat_completions.jsonl")
+    for options in ([], ["--format", "openai"]):
+        result = run_cli("replay", "--json", "--fail-on-denial", *options, path)
+        assert result.returncode == 1, result.stderr
+        [session] = json.loads(result.stdout)["sessions"]
+        assert (session["calls"], session["longestStreak"], session["denied"]) == (5, 5, 3)
+        assert session["firstDenial"]["tool"] == "get_ticket"
+        assert "warning" not in result.stderr
 
 
 def test_an_empty_file_is_said_not_replayed_as_nothing(run_cli: RunCli, tmp_path: Path) -> None:

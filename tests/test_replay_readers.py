@@ -187,6 +187,144 @@ def test_openai_malformed_tool_calls_are_reported_not_fatal(tmp_path: Path) -> N
 
 
 # --------------------------------------------------------------------------------------------
+# OpenAI API response logs
+
+
+def _completion(tool: str, arguments: str, call_id: str) -> dict[str, Any]:
+    """A Chat Completions response object whose first choice asks for one tool call."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
+        ],
+        "refusal": None,
+    }
+    return {
+        "id": f"chatcmpl-{call_id}",
+        "object": "chat.completion",
+        "created": 1748496646,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 91, "completion_tokens": 14, "total_tokens": 105},
+    }
+
+
+def _request(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request body that produced a response: the whole conversation so far, and tools."""
+    tools = [{"type": "function", "function": {"name": "get_ticket", "parameters": {}}}]
+    return {"model": "gpt-4o", "messages": history, "tools": tools, "tool_choice": "auto"}
+
+
+def _logged_turns(wrap: Any) -> str:
+    """Three turns of one agent as a request-and-response log, each line made by ``wrap``."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Why is T-4821 still open?"}]
+    lines = []
+    for turn in range(3):
+        response = _completion("get_ticket", '{"ticket_id":"T-4821"}', f"call_{turn}")
+        lines.append(json.dumps(wrap(_request(list(history)), response, turn)))
+        message = response["choices"][0]["message"]
+        history += [message, {"role": "tool", "tool_call_id": f"call_{turn}", "content": "{}"}]
+    return "\n".join(lines) + "\n"
+
+
+def test_openai_chat_completion_responses_one_per_line() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "openai_chat_completions.jsonl")
+    assert (fmt, sessions, problems) == ("openai", ["openai_chat_completions.jsonl"], [])
+    ticket = ("openai_chat_completions.jsonl", "get_ticket", {"ticket_id": "T-4821"})
+    assert calls == [ticket] * 5
+    assert read(FIXTURES / "openai_chat_completions.jsonl", "openai")[2] == calls
+
+
+def test_openai_responses_api_objects_in_a_list() -> None:
+    fmt, sessions, calls, problems = read(FIXTURES / "openai_responses.json")
+    assert (fmt, sessions, problems) == ("openai", ["openai_responses.json"], [])
+    assert [(tool, args) for _, tool, args in calls] == [
+        ("search_docs", {"query": "rotate API keys"}),
+        ("get_page", {"path": "/security/api-keys"}),  # two parallel calls of one response
+        ("get_page", {"path": "/security/key-rotation"}),
+        ("search_docs", {"query": "rotate API keys"}),
+        # the last response answers with a message: no call; the tools it lists are no calls
+    ]
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda request, response, turn: {"request": request, "response": response},
+        # LiteLLM's logging payload: the request's messages at the top, then the response
+        lambda request, response, turn: {
+            "id": f"litellm-{turn}",
+            "call_type": "acompletion",
+            "messages": request["messages"],
+            "response": response,
+        },
+        # OpenPipe's export
+        lambda request, response, turn: {"input": request, "output": response, "tags": {}},
+        # the Batch API's output file
+        lambda request, response, turn: {
+            "id": f"batch_req_{turn}",
+            "custom_id": f"task-{turn}",
+            "response": {"status_code": 200, "request_id": f"req_{turn}", "body": response},
+            "error": None,
+        },
+    ],
+    ids=["request-response", "litellm", "openpipe", "batch-output"],
+)
+@pytest.mark.parametrize("format", ["auto", "openai"])
+def test_a_logged_request_and_its_response_count_the_response_only(
+    tmp_path: Path, wrap: Any, format: str
+) -> None:
+    # Each request repeats the conversation so far, tool calls included: reading it too
+    # would count turn 1's call three times.
+    path = write(tmp_path, "requests.jsonl", _logged_turns(wrap))
+    fmt, sessions, calls, problems = read(path, format)
+    assert (fmt, sessions, problems) == ("openai", ["requests.jsonl"], [])
+    assert calls == [("requests.jsonl", "get_ticket", {"ticket_id": "T-4821"})] * 3
+
+
+def test_one_response_object_and_a_list_of_them_are_documents(tmp_path: Path) -> None:
+    one = _completion("search", '{"q": "weather"}', "call_1")
+    assert read(write(tmp_path, "one.json", json.dumps(one)))[1:3] == (
+        ["one.json"],
+        [("one.json", "search", {"q": "weather"})],
+    )
+    pair = [{"request": _request([]), "response": one}] * 2
+    assert len(read(write(tmp_path, "pair.json", json.dumps(pair)))[2]) == 2
+
+
+def test_only_the_first_choice_of_a_completion_is_a_call_made(tmp_path: Path) -> None:
+    response = _completion("a", "{}", "call_1")
+    other = {"index": 1, "message": _completion("b", "{}", "call_2")["choices"][0]["message"]}
+    response["choices"].append(other)  # n=2: an alternative the agent did not act on
+    path = write(tmp_path, "n2.jsonl", json.dumps(response) + "\n")
+    assert [tool for _, tool, _ in read(path)[2]] == ["a"]
+
+
+def test_a_final_answer_is_a_response_without_calls(tmp_path: Path) -> None:
+    answer = _completion("x", "{}", "call_1")
+    answer["choices"][0]["message"] = {"role": "assistant", "content": "Done.", "refusal": None}
+    lines = [_completion("search", "{}", "call_0"), answer]
+    path = write(tmp_path, "log.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    assert [tool for _, tool, _ in read(path)[2]] == ["search"]
+
+
+def test_response_logs_are_no_anthropic_transcript() -> None:
+    path = FIXTURES / "openai_chat_completions.jsonl"
+    with pytest.raises(ReaderError, match="no entry of format anthropic was found"):
+        list(open_transcript(path, "anthropic"))
+
+
+def test_streamed_chunks_are_not_taken_for_responses(tmp_path: Path) -> None:
+    chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"delta": {}}]}
+    path = write(tmp_path, "stream.jsonl", json.dumps(chunk) + "\n")
+    with pytest.raises(ReaderError, match="not a recognised transcript"):
+        list(open_transcript(path))
+    with pytest.raises(ReaderError, match="no entry of format openai was found"):
+        list(open_transcript(path, "openai"))
+
+
+# --------------------------------------------------------------------------------------------
 # Anthropic
 
 
@@ -330,6 +468,8 @@ def test_json_array_of_calls(tmp_path: Path) -> None:
         ("tau_bench_results.json", "openai"),
         ("openai_messages.jsonl", "openai"),
         ("anthropic_conversation.json", "anthropic"),
+        ("openai_chat_completions.jsonl", "openai"),
+        ("openai_responses.json", "openai"),
         ("calls.jsonl", "jsonl"),
         (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}.jsonl", "claude-code"),
         (f"claude_code/-home-lee-proj/{CLAUDE_SESSION}/subagents/agent-9f01.jsonl", "claude-code"),

@@ -1,10 +1,11 @@
 """Telling the transcript formats apart from a file's first JSON values.
 
 Each value is looked at on its own (:func:`entry_of`): a call of the ``jsonl`` format, a Claude
-Code entry, or an entry of a chat log — a session (an object with a ``messages``/``traj`` list)
-or a message. A chat log does not always show on its first line which API wrote it (a user
-message looks the same in both), so :class:`Detector` looks on through the values for one that
-does; a chat log that never shows it is read as ``openai`` (both APIs' tool calls are read).
+Code entry, or an entry of a chat log — an OpenAI API response (perhaps inside the record of a
+logged request), a session (an object with a ``messages``/``traj`` list) or a message. A chat
+log does not always show on its first line which API wrote it (a user message looks the same
+in both), so :class:`Detector` looks on through the values for one that does; a chat log that
+never shows it is read as ``openai`` (both APIs' tool calls are read).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from typing import Any, Final, final
 
 __all__ = [
     "ANTHROPIC",
+    "API_RESPONSE_OBJECTS",
     "CLAUDE_CODE",
     "JSONL",
     "MESSAGES",
     "OPENAI",
+    "RESPONSES",
     "RESPONSES_ITEMS",
     "SESSIONS",
     "Detector",
+    "api_response",
     "chat_format",
     "entry_of",
     "is_message",
@@ -31,9 +35,19 @@ CLAUDE_CODE: Final = "claude-code"
 OPENAI: Final = "openai"
 ANTHROPIC: Final = "anthropic"
 
-# The two ways a chat log lays out its entries: sessions (each with its messages), or messages.
+# The entries of a chat log: API responses, sessions (each with its messages), or messages.
+RESPONSES: Final = "responses"
 SESSIONS: Final = "sessions"
 MESSAGES: Final = "messages"
+
+API_RESPONSE_OBJECTS: Final = ("chat.completion", "response")
+"""The ``object`` of an OpenAI Chat Completions response and of a Responses API response."""
+
+# Where a logged request's record keeps the response: {"request", "response"} (and LiteLLM's
+# payload, whose "messages" are the request's), {"input", "output"} (OpenPipe's export),
+# {"custom_id", "response": {"status_code", "body"}} (the Batch API's output), "response_body".
+_RESPONSE_KEYS: Final = ("response", "output", "body", "response_body")
+_RESPONSE_DEPTH: Final = 3
 
 RESPONSES_ITEMS: Final = ("function_call", "function_call_output", "message", "reasoning")
 """Item types of the OpenAI Responses API that appear in a message list."""
@@ -51,12 +65,34 @@ def entry_of(value: Any) -> str | None:
         return CLAUDE_CODE
     if "type" in value and ("uuid" in value or "leafUuid" in value or "messageId" in value):
         return CLAUDE_CODE
+    if api_response(value) is not None:
+        return RESPONSES
     if isinstance(value.get("messages"), list) or isinstance(value.get("traj"), list):
         return SESSIONS
     if is_message(value):
         return MESSAGES
     if isinstance(value.get("name"), str) and any(key in value for key in _CALL_HINT_KEYS):
         return JSONL
+    return None
+
+
+def api_response(value: Any, depth: int = 0) -> dict[str, Any] | None:
+    """The OpenAI API response a value is, or holds as a logged request's response; else None.
+
+    Only the response side of a record is looked into: a request repeats the conversation so
+    far, whose calls were made (and logged) before.
+    """
+    if type(value) is not dict:
+        return None
+    if value.get("object") in API_RESPONSE_OBJECTS:
+        return value
+    if depth < _RESPONSE_DEPTH:
+        for key in _RESPONSE_KEYS:
+            inner = value.get(key)
+            if type(inner) is dict:
+                found = api_response(inner, depth + 1)
+                if found is not None:
+                    return found
     return None
 
 
@@ -83,7 +119,7 @@ def chat_format(message: Any) -> str | None:
         for block in content:
             if type(block) is dict and block.get("type") in ("tool_use", "tool_result"):
                 return ANTHROPIC
-    return None
+    return OPENAI if api_response(message) is not None else None
 
 
 def session_messages(value: Any) -> list[Any] | None:
@@ -134,4 +170,4 @@ class Detector:
         first = self.first
         if first in (SESSIONS, MESSAGES):
             return self._chat or OPENAI
-        return first
+        return OPENAI if first == RESPONSES else first

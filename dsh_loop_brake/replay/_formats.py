@@ -8,7 +8,8 @@ go, where problems are reported, how a chat log is laid out) and yields one
 
 The formats: ``jsonl`` (:func:`read_calls`), ``claude-code`` (:func:`read_claude_code`), and
 chat logs (:func:`read_chat`), whose messages carry OpenAI ``tool_calls`` or Anthropic
-``tool_use`` blocks or both.
+``tool_use`` blocks or both, and logs of OpenAI API responses (Chat Completions and the
+Responses API), each file one session.
 
 A reader that finds no entry of its format in the whole file (a plain JSON Lines file of calls
 read as Claude Code, an Anthropic conversation read as OpenAI) raises :class:`NoEntry` at the
@@ -26,6 +27,7 @@ from dsh_loop_brake.replay._detect import (
     MESSAGES,
     OPENAI,
     SESSIONS,
+    api_response,
     chat_format,
     entry_of,
     is_message,
@@ -252,7 +254,7 @@ class _Chat:
         self.other = False  # a message that showed the API this reader does not read
 
     def see(self, message: Any) -> None:
-        """Take note of what one message shows (until one shows what is read)."""
+        """Take note of what one message (or API response) shows, until one shows what is read."""
         api = chat_format(message)
         if api is None:
             if is_message(message):
@@ -278,6 +280,12 @@ def _chat_lines(records: Iterable[Record], reading: Reading, chat: _Chat) -> Ite
         if reason is not None:  # a bad line
             problems.at(where, reason)
             continue
+        response = api_response(value)
+        if response is not None:  # a response (a logged request's: its request is history)
+            if file_session is None:
+                file_session = sessions.add(reading.file_name)
+            yield from _response_calls(response, file_session, problems, where, chat)
+            continue
         messages = session_messages(value)
         if messages is not None:
             number += 1
@@ -295,7 +303,14 @@ def _chat_sessions(
     """A list of sessions, each an object with ``messages`` or ``traj`` (tau-bench style)."""
     sessions = reading.sessions
     problems = reading.problems
+    file_session: int | None = None
     for number, (where, item, _) in enumerate(records, 1):
+        response = api_response(item)
+        if response is not None:
+            if file_session is None:
+                file_session = sessions.add(reading.file_name)
+            yield from _response_calls(response, file_session, problems, where, chat)
+            continue
         messages = session_messages(item)
         if messages is None:
             problems.at(where, "not an object with a messages or traj list")
@@ -307,8 +322,38 @@ def _chat_sessions(
 def _chat_messages(
     records: Iterable[Record], index: int, problems: Problems, chat: _Chat
 ) -> Iterator[RecordedCall]:
-    """A document's messages, all of them the file's session."""
+    """A document's messages (or API responses), all of them the file's session."""
     for where, message, _ in records:
+        response = api_response(message)
+        if response is not None:
+            yield from _response_calls(response, index, problems, where, chat)
+        else:
+            yield from _message_calls(message, index, problems, where, chat)
+
+
+def _response_calls(
+    response: dict[str, Any], index: int, problems: Problems, where: int | str, chat: _Chat
+) -> Iterator[RecordedCall]:
+    """The tool calls of one OpenAI API response: its first choice's, or its output's."""
+    if not chat.shown:
+        chat.see(response)
+    if not chat.openai:
+        return
+    if response.get("object") == "response":  # the Responses API: function_call output items
+        output = response.get("output")
+        for item in output if type(output) is list else ():
+            if type(item) is dict and item.get("type") == "function_call":
+                call = _openai_function(item)
+                if call is None:
+                    problems.at(where, "a function_call without a name")
+                    continue
+                yield _new_call(RecordedCall, (index, call[0], call[1]))
+        return
+    # Chat Completions: the assistant message of the first choice (the others were not taken).
+    choices = response.get("choices")
+    choice = choices[0] if type(choices) is list and choices else None
+    message = choice.get("message") if type(choice) is dict else None
+    if type(message) is dict:
         yield from _message_calls(message, index, problems, where, chat)
 
 

@@ -31,8 +31,10 @@ from dsh_loop_brake.replay._detect import (
     JSONL,
     MESSAGES,
     OPENAI,
+    RESPONSES,
     SESSIONS,
     Detector,
+    api_response,
     session_messages,
 )
 from dsh_loop_brake.replay._formats import (
@@ -229,10 +231,12 @@ def _from_document(
     layout = MESSAGES  # how a chat document is laid out (the other formats take any records)
     if format in (JSONL, CLAUDE_CODE):
         label = "item"
+    elif detector.first == RESPONSES:
+        label = "response"
     elif isinstance(document, dict) or detector.first != SESSIONS:
         label = "message"
         messages = session_messages(document) if isinstance(document, dict) else document
-        if messages is not None:
+        if messages is not None and api_response(document) is None:
             items = messages  # an object with messages: the file's session
     else:
         label, layout = "session", SESSIONS
