@@ -507,6 +507,39 @@ def test_json_lines_piped_in_replay_like_a_file(run_cli: RunCli) -> None:
     assert [(s["session"], s["calls"], s["denied"]) for s in report["sessions"]] == [("s", 4, 2)]
 
 
+@pytest.mark.parametrize(
+    ("name", "session", "calls"),
+    [
+        ("calls.jsonl", "s1", 3),
+        ("openai_chat_completions.jsonl", "<stdin>", 5),
+        ("tau_bench_results.json", "12", 5),
+        ("claude_code/-home-lee-proj/7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl", None, 8),
+    ],
+)
+def test_a_dash_reads_standard_input_in_its_own_format(
+    run_cli: RunCli, name: str, session: str | None, calls: int
+) -> None:
+    piped = (FIXTURES / name).read_text(encoding="utf-8")
+    result = run_cli("replay", "--json", "-", "-", stdin=piped)  # named twice: read once
+    report = report_of(result)
+    assert {s["source"] for s in report["sessions"]} == {"<stdin>"}
+    if session is not None:
+        first = report["sessions"][0]
+        assert (first["session"], first["calls"]) == (session, calls)
+    else:
+        assert sum(s["calls"] for s in report["sessions"]) == calls
+
+
+def test_a_dash_among_files(run_cli: RunCli) -> None:
+    piped = (FIXTURES / "calls.jsonl").read_text(encoding="utf-8")
+    result = run_cli(
+        "replay", "--json", str(FIXTURES / "anthropic_conversation.json"), "-", stdin=piped
+    )
+    sources = [Path(s["source"]).name for s in report_of(result)["sessions"]]
+    assert sources == ["anthropic_conversation.json", "<stdin>", "<stdin>", "<stdin>"]
+    assert "<stdin>:4: not JSON" in result.stderr  # its bad lines are named after it
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_a_named_pipe_in_a_directory_is_not_waited_on(run_cli: RunCli, tmp_path: Path) -> None:
     directory = tmp_path / "logs"

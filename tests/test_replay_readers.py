@@ -3,6 +3,7 @@ session splitting, and garbage that never escapes as anything but ReaderError.""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -743,6 +744,51 @@ def test_arbitrary_json_of_transcript_shape_never_crashes(
     for call in calls:
         assert 0 <= call.session < len(transcript.sessions)
         assert isinstance(call.tool, str) and call.tool
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(_JSON, max_size=6),
+    as_lines=st.booleans(),
+    blank=st.sampled_from(["", "\n", " \n\n"]),
+    format=st.sampled_from(FORMATS),
+)
+def test_a_stream_is_read_as_the_same_bytes_in_a_file(
+    tmp_path: Path, values: list[Any], as_lines: bool, blank: str, format: str
+) -> None:
+    """Standard input, a pipe: read from the stream as they would be from a file."""
+    if as_lines:
+        content = blank + "".join(json.dumps(v) + "\n" for v in values)
+    else:
+        content = blank + json.dumps(values, indent=1)
+    path = write(tmp_path, "t.json", content)
+
+    def outcome(stream: Any) -> Any:
+        problems: list[str] = []
+        try:
+            transcript = open_transcript(path, format, on_problem=problems.append, stream=stream)
+            calls = [(c.session, c.tool, json.dumps(c.arguments)) for c in transcript]
+        except ReaderError as error:
+            return str(error), problems
+        return transcript.format, transcript.sessions, calls, problems
+
+    stream = io.BytesIO(content.encode())
+    assert outcome(stream) == outcome(None)
+    assert not stream.closed  # the caller's
+
+
+def test_json_lines_on_a_stream_are_streamed_not_loaded() -> None:
+    line = json.dumps({"tool": "search", "args": {"q": "x" * 200}, "session": "s"}) + "\n"
+    content = (line * 40_000).encode()  # about 9 MB, no file name to say it is JSON Lines
+    stream = io.BytesIO(content)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in open_transcript("<stdin>", stream=stream))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == 40_000
+    assert peak < len(content) // 10
 
 
 @pytest.mark.parametrize("name", ["calls.jsonl", "calls.json"])

@@ -39,7 +39,12 @@ from dsh_loop_brake.profile_options import (
     row_max_repeats,
 )
 from dsh_loop_brake.replay.errors import ReaderError, ReplayUsageError
-from dsh_loop_brake.replay.readers import FORMATS, TRANSCRIPT_SUFFIXES, open_transcript
+from dsh_loop_brake.replay.readers import (
+    FORMATS,
+    TRANSCRIPT_SUFFIXES,
+    Transcript,
+    open_transcript,
+)
 from dsh_loop_brake.replay.report import printable, render_json, render_table
 from dsh_loop_brake.replay.runner import Replayer
 
@@ -47,6 +52,11 @@ __all__ = ["EXAMPLES", "add_arguments", "find_transcripts", "parse_sweep", "run"
 
 EXAMPLES: Final = Path(__file__).resolve().with_name("examples")
 """The example transcripts shipped in the package, replayed when no PATH is given."""
+
+STDIN: Final = "-"
+"""The PATH that means standard input."""
+STDIN_NAME: Final = "<stdin>"
+"""How standard input is named in the report and in warnings."""
 
 MAX_SWEEP_VALUES: Final = 100
 
@@ -62,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_transcript_path,
         metavar="PATH",
         help="transcript files or directories (searched recursively for .json, .jsonl and "
-        ".ndjson; hidden ones skipped); none: the example transcripts shipped in the package",
+        ".ndjson; hidden ones skipped), or - for standard input; none: the example transcripts "
+        "shipped in the package",
     )
     parser.add_argument(
         "--format",
@@ -171,7 +182,7 @@ async def _replay_files(replayer: Replayer, files: list[Path], format: str, err:
     for number, path in enumerate(files, 1):
         progress.file(number, path, replayer.calls)
         try:
-            transcript = open_transcript(path, format, on_problem=err.warn)
+            transcript = _open(path, format, err)
             try:
                 await replayer.replay(transcript)
             finally:
@@ -181,6 +192,15 @@ async def _replay_files(replayer: Replayer, files: list[Path], format: str, err:
             continue
         read += 1
     return read
+
+
+def _open(path: Path, format: str, err: _Stderr) -> Transcript:
+    """The transcript at ``path``; ``-`` is standard input (its format told by its content)."""
+    if str(path) != STDIN:
+        return open_transcript(path, format, on_problem=err.warn)
+    if _isatty(sys.stdin):
+        err.line("note: reading a transcript from the terminal; end it with Ctrl-D")
+    return open_transcript(STDIN_NAME, format, on_problem=err.warn, stream=sys.stdin.buffer)
 
 
 def parse_sweep(text: str) -> range:
@@ -205,11 +225,15 @@ def find_transcripts(paths: Sequence[Path], warn: _Warn) -> Iterator[Path]:
 
     A directory contributes its ``.json``, ``.jsonl`` and ``.ndjson`` files in sorted order,
     skipping hidden files and directories and anything that is not a regular file (a named
-    pipe); a file reached twice is replayed once.
+    pipe); a file reached twice is replayed once. ``-`` is standard input.
     """
     seen: set[str] = set()
     for path in paths:
-        if path.is_dir():
+        if str(path) == STDIN:  # standard input, read once however often it is named
+            if STDIN not in seen:
+                seen.add(STDIN)
+                yield path
+        elif path.is_dir():
             found = False
             for file in _walk(path, warn):
                 found = True
@@ -362,7 +386,8 @@ class _Progress:
         self._last = 0.0
 
     def file(self, number: int, path: Path, calls: int) -> None:
-        self._name = f"{number}/{self._total} {path.name}"
+        name = STDIN_NAME if str(path) == STDIN else path.name
+        self._name = f"{number}/{self._total} {name}"
         self.calls(calls)
 
     def calls(self, calls: int) -> None:

@@ -46,7 +46,14 @@ from dsh_loop_brake.replay._formats import (
     read_chat,
     read_claude_code,
 )
-from dsh_loop_brake.replay._jsonlines import MAX_LINE_BYTES, Line, json_lines, json_message
+from dsh_loop_brake.replay._jsonlines import (
+    BLOCK_BYTES,
+    MAX_LINE_BYTES,
+    Line,
+    json_lines,
+    json_message,
+    loads,
+)
 from dsh_loop_brake.replay._problems import (
     Problems,
     ProblemSink,
@@ -139,19 +146,28 @@ class Transcript:
 
 
 def open_transcript(
-    path: str | Path, format: str = "auto", *, on_problem: ProblemSink | None = None
+    path: str | Path,
+    format: str = "auto",
+    *,
+    on_problem: ProblemSink | None = None,
+    stream: IO[bytes] | None = None,
 ) -> Transcript:
     """Open one transcript file; ``ReaderError`` when it cannot be read or is no transcript.
 
     ``format`` is one of :data:`FORMATS`. ``on_problem`` receives one line per skipped line or
-    entry (``"<path>:<line>: <reason>"``); by default such problems are ignored.
+    entry (``"<path>:<line>: <reason>"``); by default such problems are ignored. ``stream``, a
+    binary stream such as ``sys.stdin.buffer``, is read instead of opening ``path``, which then
+    only names it (``"<stdin>"``); the stream is read from where it is and never closed.
     """
     if format not in FORMATS:
         raise ValueError(f"unknown transcript format {format!r}; use one of {', '.join(FORMATS)}")
     shown = str(path)
     problems = Problems(shown, on_problem)
     try:
-        file = open(path, "rb")  # noqa: SIM115 - closed when the calls are exhausted
+        if stream is None:
+            file: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed when the calls run out
+        else:
+            file = io.BufferedReader(_Rejoined(b"", stream, owned=False))
     except OSError as error:
         raise ReaderError(shown, _os_reason(error)) from None
     try:
@@ -169,22 +185,107 @@ def open_transcript(
 
 
 def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: Problems) -> Transcript:
-    if path.suffix.lower() not in _LINE_SUFFIXES:
-        data = file.read()
-        if not data.strip():
-            raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
-        document = _parse_document(data, shown)
-        if document is not _JSON_LINES:
-            file.close()
-            return _from_document(document, path.name, shown, format, problems)
-        if file.seekable():
-            del data
-            file.seek(0)  # read it again line by line: memory stays flat
-        else:
-            # A pipe (`replay /dev/stdin`, `<(zcat ...)`) cannot be rewound; it is already read.
-            file.close()
-            file = io.BytesIO(data)
+    """Read ``file`` as JSON Lines or as one document, whichever it holds.
+
+    A ``.jsonl``/``.ndjson`` file is JSON Lines. Any other (a ``.json`` file, a pipe, standard
+    input) is JSON Lines when its first line is one whole JSON object and another line follows,
+    so a stream of JSON Lines is read line by line too; otherwise it is one document (and if it
+    turns out to hold JSON Lines after all, it is read again line by line).
+    """
+    if path.suffix.lower() in _LINE_SUFFIXES:
+        return _from_lines(file, path.name, shown, format, problems)
+    head, first = _next_line(file)
+    if first.endswith(b"\n"):  # another line may follow (a one-line document is parsed once)
+        more, second = _next_line(file)
+        head += more
+        if second and _one_object(first):
+            return _from_lines(_rewound(file, head), path.name, shown, format, problems)
+    data = head + file.read()
+    if not data.strip():
+        raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
+    document = _parse_document(data, shown)
+    if document is not _JSON_LINES:
+        file.close()
+        return _from_document(document, path.name, shown, format, problems)
+    del head
+    if file.seekable():
+        del data
+        file.seek(0)  # read it again line by line: memory stays flat
+    else:
+        # A pipe (`replay -`, `<(zcat ...)`) cannot be rewound; it is already read.
+        file.close()
+        file = io.BytesIO(data)
     return _from_lines(file, path.name, shown, format, problems)
+
+
+def _next_line(file: IO[bytes]) -> tuple[bytes, bytes]:
+    """(everything read, the line read last): blank lines up to a line that is not blank.
+
+    The line read last is ``b""`` at the end of the file. Past the line limit in blank lines,
+    it gives up (the whole file is then read as one document, which says it is empty).
+    """
+    read = b""
+    while len(read) <= MAX_LINE_BYTES:
+        line = file.readline(MAX_LINE_BYTES + 1)
+        read += line
+        if not line or line.strip():
+            return read, line
+    return read, b""
+
+
+def _one_object(line: bytes) -> bool:
+    """Whether a line is one whole JSON object (as the first line of JSON Lines is)."""
+    try:
+        text = line.decode()
+    except UnicodeDecodeError:
+        return False
+    if not text.lstrip(" \t\r\n").startswith("{"):
+        return False
+    try:
+        return type(loads(text)) is dict
+    except (ValueError, RecursionError):
+        return False
+
+
+def _rewound(file: IO[bytes], head: bytes) -> IO[bytes]:
+    """``file`` as it was before ``head`` was read from it."""
+    if file.seekable():
+        file.seek(0)
+        return file
+    return io.BufferedReader(_Rejoined(head, file, owned=True), buffer_size=BLOCK_BYTES)
+
+
+@final
+class _Rejoined(io.RawIOBase):
+    """A stream read from ``rest`` after ``head``: what was read of a pipe, put back in front.
+
+    Closing it closes ``rest`` only when it is ``owned`` (a stream given to
+    :func:`open_transcript`, such as standard input, is the caller's to close).
+    """
+
+    def __init__(self, head: bytes, rest: IO[bytes], *, owned: bool) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._rest = rest
+        self._owned = owned
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            count = min(len(buffer), len(self._head))
+            buffer[:count] = self._head[:count]
+            self._head = self._head[count:]
+            return count
+        data = self._rest.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self._owned:
+            self._rest.close()
+        super().close()
 
 
 class _JsonLines:
