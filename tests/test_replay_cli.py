@@ -451,6 +451,44 @@ def test_replay_applies_the_loop_brake_row_only(run_cli: RunCli, tmp_path: Path)
 
 
 # --------------------------------------------------------------------------------------------
+# --strict
+
+
+def test_strict_makes_any_warning_exit_2(run_cli: RunCli, tmp_path: Path) -> None:
+    good = str(FIXTURES / "tau_bench_results.json")  # a skipped session: one warning
+    clean = str(FIXTURES / "openai_chat_completions.jsonl")
+    unreadable = tmp_path / "broken.json"
+    unreadable.write_text("{")
+    for paths in ([good], [clean, str(unreadable)], [str(FIXTURES / "calls.jsonl")]):
+        loose = run_cli("replay", "--max-repeats=3", "--json", *paths)
+        strict = run_cli("replay", "--max-repeats=3", "--json", "--strict", *paths)
+        assert loose.returncode == 0 and "warning:" in loose.stderr
+        assert strict.returncode == 2
+        assert json.loads(strict.stdout) == json.loads(loose.stdout)  # the report still shown
+        assert strict.stderr.splitlines()[-1].startswith("error: --strict: ")
+    # a profile that does not exist is a warning too (the test's home has none)
+    missing = run_cli("replay", "--max-repeats=3", "--strict", clean)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    quiet = run_cli(
+        "replay", "--home", str(home), "--max-repeats=3", "--strict", "--fail-on-denial", clean
+    )
+    assert quiet.returncode == 1 and "warning" not in quiet.stderr  # no warning: as without
+
+
+def test_strict_counts_a_skipped_patch(run_cli: RunCli, tmp_path: Path) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    typo = _patch(tmp_path / "typo.yml", "- id: loop-brakes\n  config:\n    maxRepeats: 5\n")
+    clean = str(FIXTURES / "openai_chat_completions.jsonl")
+    args = ("replay", "--home", str(home), "--patch", str(typo), clean)
+    loose = run_cli(*args)
+    assert loose.returncode == 0 and "loop-brakes" in loose.stderr  # warned, and skipped
+    assert run_cli(*args, "--strict").returncode == 2
+
+
+# --------------------------------------------------------------------------------------------
 # Progress
 
 

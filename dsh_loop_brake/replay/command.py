@@ -1,8 +1,8 @@
 """The ``replay`` subcommand: its options (``add_arguments``) and what it does (``run``).
 
 Exit codes: 0 done, 1 ``--fail-on-denial`` and some call would be denied, 2 a usage or
-configuration error, or not one transcript could be read. A file that cannot be read is one
-warning on stderr and the others still replay.
+configuration error, or not one transcript could be read, or (with ``--strict``) any warning.
+A file that cannot be read is one warning on stderr and the others still replay.
 """
 
 from __future__ import annotations
