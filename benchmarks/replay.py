@@ -28,9 +28,10 @@ replay <= 4x the parse floor. It also breaks one jsonl call's cost down by stage
 the brake alone, the harness without and with the plugin, the whole replay), so the ratio can be
 traced to where the time goes. Memory: the peak of Python allocations (tracemalloc) during one
 replay of each corpus, the bytes a session holds per distinct call, and the peak resident size of
-``dsh-loop-brake replay`` processes on JSON Lines files of growing size -- flat, because a JSON
-Lines file is read line by line and a session keeps one streak slot and its distinct-call set.
-``--big-mb 1024`` adds a 1 GB file to that series (takes minutes).
+``dsh-loop-brake replay`` processes on JSON Lines files of growing size, a fleet's calls and one
+Claude Code session log -- flat, because a JSON Lines file is read line by line, a session keeps
+one streak slot and its distinct-call set, and a Claude Code session only its recent
+``tool_use`` ids. ``--big-mb 1024`` adds a 1 GB file to both series (takes minutes).
 """
 
 from __future__ import annotations
@@ -479,6 +480,97 @@ def fleet_log(path: Path, megabytes: int, seed: int = 9) -> int:
     return calls
 
 
+def claude_code_log(path: Path, megabytes: int, seed: int = 11) -> int:
+    """One Claude Code session log, ``megabytes`` big: a long-running agent and its subagents.
+
+    As Claude Code writes it: an assistant entry with the ``tool_use`` and a user entry with its
+    ``tool_result`` per call, with the metadata Claude Code writes; every ``tool_use`` id is new,
+    about one assistant entry in fifty is logged twice in a row, and a subagent's calls are
+    sidechain entries with their own ``agentId`` now and then. The agent's calls come from its
+    own 2,000 distinct calls (it re-reads and re-searches the same things, and loops a little),
+    so what grows with the file is the file, not the distinct calls.
+    """
+    rng = random.Random(seed)
+    pool = [_call(random.Random(seed * 1000 + n)) for n in range(2000)]
+    sid = "3f2a9c4e-7425-40de-944b-e07fc1f90ae7"
+    common = {
+        "userType": "external",
+        "cwd": "/home/dev/app",
+        "sessionId": sid,
+        "version": "1.0.98",
+        "gitBranch": "main",
+    }
+    limit = megabytes * 1024 * 1024
+    written = calls = 0
+    parent = None
+    loop: list[tuple[str, Any]] = []
+    with open(path, "w", encoding="utf-8") as out:
+        while written < limit:
+            chunk = []
+            for _ in range(100):
+                if not loop and rng.random() < 0.01:  # now and then the agent gets stuck
+                    loop = [rng.choice(pool)] * rng.randrange(5, 30)
+                tool, args = loop.pop() if loop else rng.choice(pool)
+                calls += 1
+                side = {"isSidechain": True, "agentId": f"a{calls // 5000 % 7:07x}"}
+                where = side if calls % 5000 < 300 else {"isSidechain": False}
+                tool_id = f"toolu_01{calls:012d}AbCdEfGhJk"
+                uuid = f"{calls:08x}-0000-4000-8000-000000000000"
+                entry = {
+                    "parentUuid": parent,
+                    **where,
+                    **common,
+                    "type": "assistant",
+                    "message": {
+                        "id": f"msg_01{calls:012d}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-20250514",
+                        "content": [
+                            {"type": "tool_use", "id": tool_id, "name": tool, "input": args}
+                        ],
+                        "stop_reason": "tool_use",
+                        "stop_sequence": None,
+                        "usage": {
+                            "input_tokens": 4,
+                            "cache_read_input_tokens": 20311,
+                            "output_tokens": 112,
+                            "service_tier": "standard",
+                        },
+                    },
+                    "requestId": f"req_011C{calls:012d}",
+                    "uuid": uuid,
+                    "timestamp": "2025-09-02T10:00:00.000Z",
+                }
+                text = _result(rng, tool)
+                result_uuid = f"{calls:08x}-0000-4000-8000-000000000001"
+                result = {
+                    "parentUuid": uuid,
+                    **where,
+                    **common,
+                    "type": "user",
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {"tool_use_id": tool_id, "type": "tool_result", "content": text}
+                        ],
+                    },
+                    "uuid": result_uuid,
+                    "timestamp": "2025-09-02T10:00:01.000Z",
+                    "toolUseResult": {"stdout": text, "stderr": "", "interrupted": False},
+                }
+                parent = result_uuid
+                line = json.dumps(entry, separators=(",", ":"))
+                chunk.append(line)
+                if rng.random() < 0.02:
+                    chunk.append(line)  # the same entry logged twice: one call
+                chunk.append(json.dumps(result, separators=(",", ":")))
+            text_block = "\n".join(chunk) + "\n"
+            out.write(text_block)
+            written += len(text_block)
+    return calls
+
+
 def distinct_call_bytes(root: Path, calls: int = 50_000) -> float:
     """Extra bytes one session holds per distinct call: all-distinct minus all-identical calls."""
     peaks = []
@@ -550,20 +642,28 @@ def main() -> None:
         held = distinct_call_bytes(root)
         print(f"\nA session holds about {held:.0f} bytes per distinct call (for distinctCalls).")
 
-        print(
-            "\nPeak resident memory of `dsh-loop-brake replay --json` on one growing JSON Lines"
-            " file (200 agents):"
-        )
         sizes = [10, 100] + ([options.big_mb] if options.big_mb else [])
-        for megabytes in sizes:
-            path = root / f"fleet-{megabytes}.jsonl"
-            calls = fleet_log(path, megabytes)
-            peak, seconds = peak_rss_of_replay(path)
-            print(
-                f"  {megabytes:>5} MB, {calls:>10,} calls: peak RSS {peak / 1e6:6.1f} MB "
-                f"({calls / seconds:,.0f} calls/s end to end)"
-            )
-            path.unlink()
+        for name, write in (
+            ("JSON Lines file of calls (200 agents)", fleet_log),
+            ("Claude Code session log", claude_code_log),
+        ):
+            print(f"\nPeak resident memory of `replay --json` on one growing {name}:")
+            peaks = []
+            for megabytes in sizes:
+                path = root / f"growing-{megabytes}.jsonl"
+                calls = write(path, megabytes)
+                peak, seconds = peak_rss_of_replay(path)
+                peaks.append(peak)
+                print(
+                    f"  {megabytes:>5} MB, {calls:>10,} calls: peak RSS {peak / 1e6:6.1f} MB "
+                    f"({calls / seconds:,.0f} calls/s end to end)"
+                )
+                path.unlink()
+            if len(peaks) > 2:
+                print(
+                    f"  peak at {sizes[-1]} MB / peak at 100 MB: {peaks[-1] / peaks[1]:.2f}x "
+                    "(target: at most 1.25x)"
+                )
 
 
 if __name__ == "__main__":

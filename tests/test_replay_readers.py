@@ -400,6 +400,44 @@ def test_claude_code_without_session_id_uses_the_file_name(tmp_path: Path) -> No
     assert (fmt, sessions, len(calls)) == ("claude-code", ["old.jsonl"], 1)
 
 
+def _claude_entry(tool_id: str, command: str) -> str:
+    block = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}
+    entry = {
+        "type": "assistant",
+        "sessionId": "s",
+        "uuid": tool_id,
+        "message": {"content": [block]},
+    }
+    return json.dumps(entry) + "\n"
+
+
+def test_claude_code_an_entry_logged_again_soon_after_is_one_call(tmp_path: Path) -> None:
+    lines = [_claude_entry("toolu_first", "make")]
+    lines += [_claude_entry(f"toolu_{n}", f"ls {n}") for n in range(1_000)]
+    lines += [_claude_entry("toolu_first", "make")]  # logged again, a thousand calls later
+    _, _, calls, _ = read(write(tmp_path, "s.jsonl", "".join(lines)))
+    assert len(calls) == 1_001
+
+
+def test_claude_code_memory_does_not_grow_with_the_session(tmp_path: Path) -> None:
+    """A long session's tool_use ids are not all remembered: duplicates are logged soon."""
+
+    def peak(entries: int) -> int:
+        path = write(
+            tmp_path,
+            f"s{entries}.jsonl",
+            "".join(_claude_entry(f"toolu_01{n:020d}", "pytest -q") for n in range(entries)),
+        )
+        tracemalloc.start()
+        try:
+            assert sum(1 for _ in open_transcript(path)) == entries
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(50_000) < peak(5_000) + 256 * 1024  # 45,000 more ids would be 4 MB or so
+
+
 def test_claude_code_tool_use_without_id_counts_every_time(tmp_path: Path) -> None:
     block = {"type": "tool_use", "name": "Bash", "input": {"command": "make"}}
     entry = {"type": "assistant", "sessionId": "s", "message": {"content": [block, block]}}

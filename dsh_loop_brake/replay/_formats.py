@@ -37,6 +37,7 @@ from dsh_loop_brake.replay._jsonlines import loads
 from dsh_loop_brake.replay._problems import Problems, json_type
 
 __all__ = [
+    "RECENT_TOOL_USE_IDS",
     "NoEntry",
     "Reading",
     "Record",
@@ -48,6 +49,14 @@ __all__ = [
 ]
 
 _SESSION_ID_KEYS: Final = ("id", "session_id", "task_id")
+
+RECENT_TOOL_USE_IDS: Final = 1024
+"""How many of a Claude Code session's latest ``tool_use`` ids are remembered (at least).
+
+Claude Code logs an entry again right after itself (or a few entries later), never far away,
+so a window of recent ids finds every duplicate while memory stays flat however long the
+session runs (every id, remembered, would cost 150 bytes or so a call).
+"""
 
 Record = tuple["int | str", Any, "str | None"]
 """(where, value, None), or (where, None, reason) for a line that is skipped."""
@@ -164,7 +173,7 @@ def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[Re
     """``claude-code``: ``tool_use`` blocks of assistant entries, one call per ``tool_use`` id."""
     sessions = reading.sessions
     problems = reading.problems
-    seen: list[set[str]] = []  # tool_use ids already counted, per session
+    seen: list[_RecentIds] = []  # tool_use ids already counted, per session
     other_entries = False  # a Claude Code entry of another type (a summary): not a session
     for where, entry, reason in records:
         if type(entry) is not dict:  # not an object, or a bad line (its value is None)
@@ -183,7 +192,7 @@ def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[Re
         else:
             index = sessions.keyed((name, None), name)
         if index == len(seen):
-            seen.append(set())
+            seen.append(_RecentIds())
         if entry_type != "assistant":
             continue
         message = entry.get("message")
@@ -192,13 +201,38 @@ def read_claude_code(records: Iterable[Record], reading: Reading) -> Iterator[Re
             continue
         ids = seen[index]
         for tool, arguments, block_id in tool_uses(content, where, problems):
-            if type(block_id) is str:
-                if block_id in ids:
-                    continue  # the same entry logged again: one call
-                ids.add(block_id)
+            if type(block_id) is str and not ids.first_time(block_id):
+                continue  # the same entry logged again: one call
             yield _new_call(RecordedCall, (index, tool, arguments))
     if not sessions.names and not other_entries:
         raise NoEntry
+
+
+@final
+class _RecentIds:
+    """A session's latest :data:`RECENT_TOOL_USE_IDS` ids at least, and twice that at most.
+
+    Two generations: ids go into the current set; when it is full it becomes the previous one
+    and the one before is let go. No per-id bookkeeping of age, and no id is forgotten before
+    :data:`RECENT_TOOL_USE_IDS` newer ones have been seen.
+    """
+
+    __slots__ = ("current", "previous")
+
+    def __init__(self) -> None:
+        self.current: set[str] = set()
+        self.previous: set[str] = set()
+
+    def first_time(self, tool_use_id: str) -> bool:
+        """Whether the id is new (it is remembered from now on), not one seen recently."""
+        current = self.current
+        if tool_use_id in current or tool_use_id in self.previous:
+            return False
+        if len(current) >= RECENT_TOOL_USE_IDS:
+            self.previous = current
+            self.current = current = set()
+        current.add(tool_use_id)
+        return True
 
 
 def tool_uses(
