@@ -121,6 +121,7 @@ def test_json_report_is_exactly_the_spec_s_shape(run_cli: RunCli) -> None:
     report = json.loads(result.stdout)
     assert report == {
         "maxRepeats": 3,
+        "maxRepeatsSource": "default",
         "sessions": [
             {
                 "source": str(FIXTURES / "calls.jsonl"),
@@ -161,7 +162,7 @@ def test_json_report_is_exactly_the_spec_s_shape(run_cli: RunCli) -> None:
 
     expected_prefix = call_hash("search", {"q": "weather"})[:12]
     assert report["sessions"][0]["firstDenial"]["hashPrefix"] == expected_prefix
-    assert list(report) == ["maxRepeats", "sessions", "totals"]
+    assert list(report) == ["maxRepeats", "maxRepeatsSource", "sessions", "totals"]
     # the bad lines of the file are warnings with path and line, and the run goes on
     assert f"{FIXTURES / 'calls.jsonl'}:4: not JSON" in result.stderr
 
@@ -270,6 +271,27 @@ def test_an_empty_file_is_said_not_replayed_as_nothing(run_cli: RunCli, tmp_path
     assert f"{empty}: no entry of any format was found (the file is empty)" in result.stderr
 
 
+def test_long_names_and_paths_are_whole_when_stdout_is_not_a_terminal(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    directory = tmp_path / ("a-directory-with-a-long-name-" * 3)
+    directory.mkdir()
+    session = "support-agent-" + "0123456789" * 6
+    tool = "lookup_customer_order_history_by_email_address"
+    lines = [{"tool": tool, "args": {"email": "a@example.com"}, "session": session}] * 3
+    path = directory / ("a-transcript-file-with-a-long-name-" * 2 + ".jsonl")
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    other = directory / "other.jsonl"
+    other.write_text(json.dumps({"tool": "t", "session": "s"}) + "\n")
+    result = run_cli("replay", "--max-repeats=3", str(path), str(other))  # stdout is a pipe
+    assert result.returncode == 0, result.stderr
+    assert "\u2026" not in result.stdout
+    assert f"transcripts in {directory}" in result.stdout
+    assert path.name in result.stdout
+    assert f"  {session}  " in result.stdout
+    assert f"call 3: {tool} (" in result.stdout
+
+
 def test_hostile_names_stay_on_one_line(run_cli: RunCli, tmp_path: Path) -> None:
     path = tmp_path / "evil.jsonl"
     session = "s\n\x1b[31mFAKE: all clear\x1b[0m"
@@ -363,6 +385,33 @@ def test_profile_row_sets_max_repeats_and_max_repeats_overrides_it(
         )["maxRepeats"]
         == 4
     )
+
+
+def test_json_says_where_max_repeats_came_from_as_config_does(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    home = tmp_path / "dsh"
+    run_cli("install", "--home", str(home))
+    calls = str(FIXTURES / "calls.jsonl")
+    patch = _patch(tmp_path / "p5.yml", "- id: loop-brake\n  config:\n    maxRepeats: 5\n")
+    env = {"DSH_LOOP_BRAKE_MAX_REPEATS": "4"}
+    for options, environ, expected in [
+        ((), None, "default"),
+        ((), env, "env DSH_LOOP_BRAKE_MAX_REPEATS"),
+        (("--patch", str(patch)), env, str(patch)),
+    ]:
+        replayed = report_of(
+            run_cli("replay", "--home", str(home), *options, "--json", calls, env=environ)
+        )
+        shown = json.loads(
+            run_cli("config", "--home", str(home), *options, "--json", env=environ).stdout
+        )
+        assert replayed["maxRepeatsSource"] == shown["source"] == expected
+        assert replayed["maxRepeats"] == shown["maxRepeats"]
+    overridden = run_cli(
+        "replay", "--home", str(home), "--max-repeats", "2", "--json", calls, env=env
+    )
+    assert report_of(overridden)["maxRepeatsSource"] == "--max-repeats"
 
 
 def test_environment_applies_when_the_row_has_no_max_repeats(
@@ -528,6 +577,44 @@ def test_progress_on_a_terminal(cli_env: dict[str, str], tmp_path: Path) -> None
     assert b"replaying 1/5 " in captured
     assert b"\r\x1b[K" in captured  # the progress line is cleared again
     assert json.loads(out)["totals"]["sessions"] == 6  # stdout stays clean JSON
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a pty")
+def test_on_a_terminal_long_names_are_cut_to_their_column(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    import pty
+
+    session = "support-agent-" + "0123456789" * 6
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"tool": "t", "session": session}) + "\n")
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_loop_brake", "replay", "--max-repeats=3", str(path)],
+            stdout=terminal,
+            stderr=subprocess.DEVNULL,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+        os.close(terminal)
+        captured = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            captured += chunk
+        assert process.wait(timeout=120) == 0
+    finally:
+        os.close(controller)
+    shown = captured.decode()
+    assert session not in shown
+    [line] = [line for line in shown.splitlines() if line.startswith("  support-")]
+    head, tail = line.split()[0].split("\u2026")  # cut in the middle: both ends readable
+    assert session.startswith(head) and session.endswith(tail) and len(head) > 10
 
 
 # --------------------------------------------------------------------------------------------

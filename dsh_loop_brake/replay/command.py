@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, TextIO, final
 
@@ -153,7 +153,7 @@ def _replay(args: argparse.Namespace, replayer: Replayer, setting: _Setting, err
             + ", ".join(str(path) for path in paths)
         )
     read = asyncio.run(_replay_files(replayer, files, args.format, err))
-    report = replayer.report()
+    report = replace(replayer.report(), max_repeats_source=setting.max_repeats.source.label)
     err.clear_progress()
     if not read:
         if len(files) == 1:
@@ -165,9 +165,9 @@ def _replay(args: argparse.Namespace, replayer: Replayer, setting: _Setting, err
     if args.json:
         sys.stdout.write(render_json(report))
     else:
-        sys.stdout.write(
-            _terminal_safe(render_table(report, setting=setting.described), sys.stdout)
-        )
+        # Names are cut to fit a terminal's columns, never in a file or a pipe.
+        table = render_table(report, setting=setting.described, cut=_isatty(sys.stdout))
+        sys.stdout.write(_terminal_safe(table, sys.stdout))
     sys.stdout.flush()
     if args.fail_on_denial and report.totals.denied:
         return EXIT_DENIED

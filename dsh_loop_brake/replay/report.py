@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -116,11 +116,17 @@ class SweepRow:
 
 @dataclass(frozen=True)
 class Report:
-    """A whole replay: the setting, every session in reading order, and the optional sweep."""
+    """A whole replay: the setting, every session in reading order, and the optional sweep.
+
+    ``max_repeats_source`` says where the setting came from, in the words ``config --json``
+    uses for its ``source``: ``"default"``, ``"env DSH_LOOP_BRAKE_MAX_REPEATS"``, the path of the
+    patch file that set it, or ``"--max-repeats"`` (None: not known).
+    """
 
     max_repeats: int
     sessions: Sequence[SessionReport] = field(default_factory=tuple)
     sweep: Sequence[SweepRow] | None = None
+    max_repeats_source: str | None = None
 
     @property
     def totals(self) -> Totals:
@@ -131,6 +137,7 @@ class Report:
         """The report as ``--json`` prints it (stable keys, in the order of the spec)."""
         document: dict[str, Any] = {
             "maxRepeats": self.max_repeats,
+            "maxRepeatsSource": self.max_repeats_source,
             "sessions": [session.as_dict() for session in self.sessions],
             "totals": self.totals.as_dict(),
         }
@@ -144,10 +151,13 @@ def render_json(report: Report) -> str:
     return json.dumps(report.as_dict(), indent=2, ensure_ascii=True) + "\n"
 
 
-def render_table(report: Report, *, setting: str | None = None) -> str:
+def render_table(report: Report, *, setting: str | None = None, cut: bool = False) -> str:
     """The readable report: a line per session, the totals, and the sweep when there is one.
 
-    ``setting`` says where ``maxRepeats`` came from (shown next to it).
+    ``setting`` says where ``maxRepeats`` came from (shown next to it). With ``cut``, names of
+    transcripts, sessions and tools longer than their column are cut in the middle to keep the
+    table narrow (for a terminal); without it every name is whole, for the file or the program
+    the report goes to.
     """
     lines: list[str] = []
     origin = f" ({setting})" if setting else ""
@@ -159,7 +169,8 @@ def render_table(report: Report, *, setting: str | None = None) -> str:
     lines.append("")
     if sessions:
         header = ("transcript / session", "calls", "distinct", "longest", "denied", "first denial")
-        lines.extend(_columns(header, _session_rows(sessions, base), right=(1, 2, 3, 4)))
+        rows = _session_rows(sessions, base, cut)
+        lines.extend(_columns(header, rows, right=(1, 2, 3, 4)))
         lines.append("")
     lines.append(_summary(report))
     if report.sweep is not None:
@@ -184,8 +195,11 @@ def render_table(report: Report, *, setting: str | None = None) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def _session_rows(sessions: Sequence[SessionReport], base: str) -> list[tuple[str, ...]]:
+def _session_rows(
+    sessions: Sequence[SessionReport], base: str, cut: bool
+) -> list[tuple[str, ...]]:
     """A line per transcript, then a line per session; a file that is one session is one line."""
+    fit = _fit if cut else _whole
     rows: list[tuple[str, ...]] = []
     index = 0
     while index < len(sessions):
@@ -194,25 +208,25 @@ def _session_rows(sessions: Sequence[SessionReport], base: str) -> list[tuple[st
         while end < len(sessions) and sessions[end].source == source:
             end += 1
         group = sessions[index:end]
-        name = _fit(printable(_relative(source, base)), _NAME_WIDTH)
+        name = fit(printable(_relative(source, base)), _NAME_WIDTH)
         if len(group) == 1 and group[0].session == os.path.basename(source):
-            rows.append((name, *_numbers(group[0])))
+            rows.append((name, *_numbers(group[0], fit)))
         else:
             rows.append((name, "", "", "", "", ""))
             for session in group:
-                label = "  " + _fit(printable(session.session), _NAME_WIDTH - 2)
-                rows.append((label, *_numbers(session)))
+                label = "  " + fit(printable(session.session), _NAME_WIDTH - 2)
+                rows.append((label, *_numbers(session, fit)))
         index = end
     return rows
 
 
-def _numbers(session: SessionReport) -> tuple[str, ...]:
+def _numbers(session: SessionReport, fit: _Fit) -> tuple[str, ...]:
     return (
         str(session.calls),
         str(session.distinct_calls),
         str(session.longest_streak),
         str(session.denied),
-        _first_denial(session.first_denial),
+        _first_denial(session.first_denial, fit),
     )
 
 
@@ -230,11 +244,11 @@ def _summary(report: Report) -> str:
     )
 
 
-def _first_denial(first: FirstDenial | None) -> str:
+def _first_denial(first: FirstDenial | None, fit: _Fit) -> str:
     if first is None:
         return ""
     # Its streak count is maxRepeats by definition, so the table leaves it out (--json has it).
-    tool = _fit(printable(first.tool), _TOOL_WIDTH)
+    tool = fit(printable(first.tool), _TOOL_WIDTH)
     return f"call {first.call}: {tool} ({first.hash_prefix})"
 
 
@@ -255,6 +269,14 @@ def _columns(
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+_Fit = Callable[[str, int], str]
+
+
+def _whole(text: str, width: int) -> str:
+    """``text`` as it is, however long."""
+    return text
 
 
 def _fit(text: str, width: int) -> str:
