@@ -142,7 +142,8 @@ def test_jsonl_fixture_report_and_totals() -> None:
 
 def test_json_report_keys_are_the_spec_s_in_its_order() -> None:
     document = replay([FIXTURES / "calls.jsonl"], sweep=[2, 3]).as_dict()
-    assert list(document) == ["maxRepeats", "sessions", "totals", "sweep"]
+    assert list(document) == ["maxRepeats", "maxRepeatsSource", "sessions", "totals", "sweep"]
+    assert document["maxRepeatsSource"] is None  # a Replayer does not know where it came from
     assert list(document["sessions"][0]) == [
         "source",
         "session",
@@ -314,7 +315,7 @@ _CALL = st.tuples(
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(calls=st.lists(_CALL, max_size=40), max_repeats=st.integers(1, 5))
+@given(calls=st.lists(_CALL, min_size=1, max_size=40), max_repeats=st.integers(1, 5))
 def test_report_matches_the_model(
     tmp_path: Path, calls: list[tuple[str, str, Any]], max_repeats: int
 ) -> None:
@@ -326,7 +327,9 @@ def test_report_matches_the_model(
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(calls=st.lists(_CALL, max_size=40), low=st.integers(1, 4), width=st.integers(0, 4))
+@given(
+    calls=st.lists(_CALL, min_size=1, max_size=40), low=st.integers(1, 4), width=st.integers(0, 4)
+)
 def test_each_sweep_row_equals_a_replay_at_that_value(
     tmp_path: Path, calls: list[tuple[str, str, Any]], low: int, width: int
 ) -> None:
