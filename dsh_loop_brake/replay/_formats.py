@@ -106,9 +106,9 @@ class Reading:
     """What a format reader is given besides the records.
 
     ``file_name`` names the file's own session (a session that nothing else names);
-    ``layout`` says how a chat document is laid out: ``lines`` (JSON Lines: each record a
-    message or a session), ``messages`` (the records are the file's messages) or ``sessions``
-    (each record is a session).
+    ``layout`` says how a chat log is laid out: ``lines`` (JSON Lines: each record a message,
+    a session or an API response), ``messages`` (a document whose records are the file's
+    messages or API responses) or ``sessions`` (a document whose records are sessions).
     """
 
     __slots__ = ("file_name", "layout", "problems", "sessions")

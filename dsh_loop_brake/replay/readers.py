@@ -1,18 +1,19 @@
 """Transcript readers: recorded agent sessions in four formats, streamed call by call.
 
 ``open_transcript(path, format)`` returns a :class:`Transcript`; iterating it yields one
-:class:`RecordedCall` per tool call, in the order the agent made them. JSON Lines files
-(``.jsonl``, ``.ndjson``) are read line by line, so memory does not grow with the file; a ``.json``
-file is one JSON document and is parsed whole (a ``.json`` file that turns out to hold JSON Lines
-is then read line by line).
+:class:`RecordedCall` per tool call, in the order the agent made them. JSON Lines (a ``.jsonl``
+or ``.ndjson`` file, or any file or stream whose first line is one JSON object with more lines
+after it) is read line by line, so memory does not grow with the file; anything else is one
+JSON document, parsed whole.
 
-A file that cannot be read at all raises :class:`ReaderError`; a single bad line or entry is
-reported through ``on_problem`` and skipped, so one truncated line never costs the whole file.
+A file that cannot be read at all, or holds no entry of the format it is read as, raises
+:class:`ReaderError`; a single bad line or entry is reported through ``on_problem`` and
+skipped, so one truncated line never costs the whole file.
 
 How a file is read, from the top: :func:`open_transcript` opens it; :func:`_open` reads it as
-JSON Lines (:mod:`._jsonlines`) or as one document and turns either into records;
-:func:`_read` decides the format from the first records when asked to (:mod:`._detect`) and
-hands the records to that format's reader in :data:`_READERS` (:mod:`._formats`).
+JSON Lines (:mod:`._jsonlines`) or as one document and turns either into records, decides the
+format from the first ones when asked to (:mod:`._detect`), and :func:`_read` hands the records
+to that format's reader in :data:`_READERS` (:mod:`._formats`).
 """
 
 from __future__ import annotations
@@ -363,7 +364,6 @@ def _from_lines(
         if len(peeked) >= _DETECT_LINES:
             break
     if not peeked:
-        file.close()
         raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
     if first is None:
         number, _, reason = peeked[0]
