@@ -195,20 +195,22 @@ def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: Proble
     """
     if path.suffix.lower() in _LINE_SUFFIXES:
         return _from_lines(file, path.name, shown, format, problems)
-    head, first = _next_line(file)
-    if first.endswith(b"\n"):  # another line may follow (a one-line document is parsed once)
-        more, second = _next_line(file)
-        head += more
-        if second and _one_object(first):
-            return _from_lines(_rewound(file, head), path.name, shown, format, problems)
-    data = head + file.read()
+    head = file.read(BLOCK_BYTES)
+    head, lines = _json_lines_ahead(head, file)
+    if lines:
+        return _from_lines(_rewound(file, head), path.name, shown, format, problems)
+    if file.seekable():
+        file.seek(0)
+        data = file.read()  # read whole in one go (head + the rest would be a copy of it)
+    else:
+        data = head + file.read()
+    del head
     if not data.strip():
         raise ReaderError(shown, f"{_no_entry(format)} (the file is empty)")
     document = _parse_document(data, shown)
     if document is not _JSON_LINES:
         file.close()
         return _from_document(document, path.name, shown, format, problems)
-    del head
     if file.seekable():
         del data
         file.seek(0)  # read it again line by line: memory stays flat
@@ -219,19 +221,24 @@ def _open(file: IO[bytes], path: Path, shown: str, format: str, problems: Proble
     return _from_lines(file, path.name, shown, format, problems)
 
 
-def _next_line(file: IO[bytes]) -> tuple[bytes, bytes]:
-    """(everything read, the line read last): blank lines up to a line that is not blank.
+def _json_lines_ahead(head: bytes, file: IO[bytes]) -> tuple[bytes, bool]:
+    """(what was read, whether it starts JSON Lines): a first line that is one whole JSON object,
+    and more after it.
 
-    The line read last is ``b""`` at the end of the file. Past the line limit in blank lines,
-    it gives up (the whole file is then read as one document, which says it is empty).
+    ``head`` is the file's first block; blank lines after the first line are read past. A first
+    line longer than the block is left to the document parser (which finds JSON Lines too,
+    with the whole file in memory once).
     """
-    read = b""
-    while len(read) <= MAX_LINE_BYTES:
-        line = file.readline(MAX_LINE_BYTES + 1)
-        read += line
-        if not line or line.strip():
-            return read, line
-    return read, b""
+    start = len(head) - len(head.lstrip(b" \t\r\n"))
+    end = head.find(b"\n", start)
+    if end < 0 or not _one_object(head[start : end + 1]):
+        return head, False
+    while not head[end + 1 :].strip():  # only blank lines after it so far
+        more = file.read(BLOCK_BYTES)
+        if not more:
+            return head, False  # a one-line document
+        head += more
+    return head, True
 
 
 def _one_object(line: bytes) -> bool:
@@ -240,7 +247,7 @@ def _one_object(line: bytes) -> bool:
         text = line.decode()
     except UnicodeDecodeError:
         return False
-    if not text.lstrip(" \t\r\n").startswith("{"):
+    if not text.startswith("{"):
         return False
     try:
         return type(loads(text)) is dict
