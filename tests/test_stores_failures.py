@@ -432,7 +432,9 @@ def test_redis_urls_are_shown_without_their_password() -> None:
         assert redact_url(url) == shown
 
 
-def test_a_redis_url_without_the_extra_names_the_extra(cli_env: dict[str, str]) -> None:
+def test_a_redis_url_without_the_extra_names_the_extra(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
     script = """
 import sys
 sys.modules["redis"] = None  # as if the extra were not installed
@@ -447,7 +449,7 @@ store = open_store("sqlite:" + sys.argv[1])
 assert store.advance_streak("s", bytes(32)) == 1
 """
     done = subprocess.run(
-        [sys.executable, "-c", script, "/tmp/" + os.urandom(6).hex() + ".sqlite3"],
+        [sys.executable, "-c", script, str(tmp_path / "state.sqlite3")],
         capture_output=True,
         text=True,
         env=cli_env,
