@@ -192,6 +192,28 @@ def test_a_directory_or_a_device_at_a_layer_is_an_error(
     assert message.startswith(f"{layer}: this is {kind}, not a file"), message
 
 
+@pytest.mark.parametrize("target", ["missing", "itself"])
+@pytest.mark.parametrize(
+    "where",
+    ["cordis.patch.yml", "profiles/default/cordis.patch.yml", "profiles/default/profile.yml"],
+)
+@pytest.mark.parametrize("command", ["config", "replay"])
+def test_a_symbolic_link_to_nothing_at_a_layer_is_an_error_not_no_file(
+    cli_env: dict[str, str], tmp_path: Path, where: str, command: str, target: str
+) -> None:
+    # A patch kept in a dotfiles repository that moved: silently composing without it would
+    # give a brake with other teeth than the profile asks for.
+    home = tmp_path / "home"
+    (home / "profiles" / "default").mkdir(parents=True)
+    if where != "profiles/default/profile.yml":
+        write(home / "profiles" / "default" / "profile.yml", "bundles: [dsh-loop-brake]\n")
+    layer = home / where
+    layer.symlink_to(tmp_path / "moved.yml" if target == "missing" else layer)
+    message = one_error(_run_briefly(cli_env, tmp_path, command, "--home", str(home)))
+    assert message.startswith(f"{layer}: "), message
+    assert "symbolic link" in message, message
+
+
 # --- Harness.boot errors carry path and line --------------------------------------------------
 
 

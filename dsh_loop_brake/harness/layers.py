@@ -50,7 +50,7 @@ def profile_layers(
         ("profile", directory / PATCH_FILE, f"profile {profile}"),
         ("home", base / PATCH_FILE, "$DSH_HOME"),
     ):
-        if path.exists():
+        if path.exists() or path.is_symlink():  # a link to nothing is an error, not no file
             layers.append(Layer(kind, path, label))  # type: ignore[arg-type]
     layers.extend(Layer("patch", Path(path), "--patch") for path in patches)
     return layers

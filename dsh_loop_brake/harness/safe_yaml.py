@@ -11,6 +11,7 @@ directory or a device at the path is an error, never a hang.
 
 from __future__ import annotations
 
+import errno
 import io
 import math
 import os
@@ -75,9 +76,17 @@ def read_text(path: str | os.PathLike[str]) -> str:
     Only a regular file (or a symbolic link to one) is read: a named pipe, a directory, a socket
     or a device at the path is a :class:`PatchError`. The file is opened without blocking, so
     a pipe nobody writes to cannot hang the command. A missing file raises ``FileNotFoundError``
-    (callers decide whether that means "no file"); other OS errors propagate too.
+    (callers decide whether that means "no file"), but a symbolic link to nothing (or to
+    itself) is a :class:`PatchError`: the user meant a file there. Other OS errors propagate.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP) and os.path.islink(path):
+            # A link left behind when its file moved: not "no file" (which a caller may take
+            # as an empty layer), but a file the user meant and that cannot be read.
+            raise PatchError(_broken_link(path, exc), path) from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -105,6 +114,22 @@ def read_text(path: str | os.PathLike[str]) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise PatchError("the file is not UTF-8 text", path, line) from None
+
+
+def _broken_link(path: str | os.PathLike[str], error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return (
+            "this is a symbolic link that leads back to itself (a loop); point it at the real "
+            "file, or remove it"
+        )
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "a file"
+    return (
+        f"this is a symbolic link to {target}, which does not exist; point it at the real "
+        "file, or remove it"
+    )
 
 
 def _file_kind(mode: int) -> str:
