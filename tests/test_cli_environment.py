@@ -86,6 +86,20 @@ def test_a_closed_standard_output_is_one_line_and_exit_2(
     assert not home.exists()  # install did not change anything it could not report
 
 
+def test_replay_of_a_closed_standard_input_is_one_warning_and_exit_2(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run(
+        ["replay", "-", "--home", str(tmp_path)],
+        cli_env,
+        preexec_fn=lambda: os.close(0),  # `dsh-loop-brake replay - <&-`: no fd 0 at all
+    )
+    stderr = no_traceback(done)
+    assert done.returncode == 2, stderr
+    assert "warning: <stdin>: standard input is closed" in stderr, stderr
+    assert stderr.splitlines()[-1] == "error: nothing could be read (see the warning above)"
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("command", ["config", "replay"])
 def test_a_full_standard_output_is_one_line_and_exit_2(

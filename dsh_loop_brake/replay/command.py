@@ -198,6 +198,8 @@ def _open(path: Path, format: str, err: _Stderr) -> Transcript:
     """The transcript at ``path``; ``-`` is standard input (its format told by its content)."""
     if str(path) != STDIN:
         return open_transcript(path, format, on_problem=err.warn)
+    if sys.stdin is None:  # started with no fd 0 (`replay - <&-`)
+        raise ReaderError(STDIN_NAME, "standard input is closed, so there is nothing to read")
     if _isatty(sys.stdin):
         err.line("note: reading a transcript from the terminal; end it with Ctrl-D")
     return open_transcript(STDIN_NAME, format, on_problem=err.warn, stream=sys.stdin.buffer)
