@@ -7,9 +7,13 @@ follows the body into every thread or task that inherits its context, and into n
 braked function called inside a braked call of the same brake, session, tool and identical
 arguments runs its body without counting again: that is one call reaching the body through two
 wrappers (``decorate_tool(decorate_tool(x))``, a definition that wraps another and is registered
-over it). Any other call made inside a body -- another tool, other arguments, another session --
-counts. A call that enters through the plugin's execute seam is a new host call, with a
-chain of its own: what ran around it does not make it a repeat of anything.
+over it). So is a braked function wrapped again by the same brake under *another* name (an alias
+registered with what ``get`` returned): that is known when it is wrapped, and the inner layer
+does not count again under its own name -- counted under both, each call would end the other
+name's streak and the alias would never be denied. Any other call made inside a body -- another
+tool, other arguments, another session -- counts. A call that enters through the plugin's
+execute seam is a new host call, with a chain of its own: what ran around it does not make it a
+repeat of anything.
 
 **Tracebacks.** No frame of this module keeps the call's arguments when an exception (a denial
 above all) leaves it: each drops them from its locals first, so a traceback rendered with local
@@ -81,9 +85,11 @@ _ALWAYS_ON: Final = Switch()
 
 @final
 class _Call(tuple[Any, ...]):
-    """A braked call in progress: ``(brake, tool, session, arguments, outer)``.
+    """A braked call in progress: ``(brake, tool, session, arguments, outer, layered)``.
 
-    What a braked function called inside it compares itself to. A tuple made by
+    What a braked function called inside it compares itself to. ``layered``: the function it
+    runs is itself braked by the same brake, so the next braked layer inside is this very call
+    whatever name it counts under. A tuple made by
     ``tuple.__new__`` (no ``__init__`` to run: it is made on every braked call), whose repr
     never shows the arguments.
     """
@@ -97,39 +103,60 @@ class _Call(tuple[Any, ...]):
 _new_call: Final = tuple.__new__
 
 
-def _encloses(
+def _enclosing(
     call: _Call | None, brake: LoopBrake, tool: str, session: Any, arguments: Any
-) -> bool:
-    """Whether ``call``, or one it runs inside, is the very call the others describe."""
+) -> _Call | None:
+    """``call``, or the one it runs inside, that is the very call the others describe."""
+    innermost = True
     while call is not None:
-        outer_brake, outer_tool, outer_session, outer_arguments, outer = call
-        if outer_brake is brake and outer_tool == tool and outer_session == session:
+        outer_brake, outer_tool, outer_session, outer_arguments, outer, layered = call
+        if (
+            outer_brake is brake
+            and outer_session == session
+            # Another name matches only the layer straight around this one: a body further
+            # out calling another tool with the same values is a call of its own.
+            and (outer_tool == tool or (layered and innermost))
+        ):
             if outer_arguments is arguments:
-                return True  # handed on as it came: the usual case, decided without hashing
+                return call  # handed on as it came: the usual case, decided without hashing
             try:
                 if call_digest(tool, arguments) == call_digest(tool, outer_arguments):
-                    return True
+                    return call
             except Exception:
                 pass  # not identifiable: not the same call, as the brake sees it
         call = outer
-    return False
+        innermost = False
+    return None
 
 
 _running: ContextVar[_Call | None] = ContextVar("dsh_loop_brake_running", default=None)
 
 
 def count_call(
-    brake: LoopBrake, tool: str, arguments: Any, session: str | None, outer: _Call | None
+    brake: LoopBrake,
+    tool: str,
+    arguments: Any,
+    session: str | None,
+    outer: _Call | None,
+    *,
+    layered: bool = False,
 ) -> _Call | None:
     """Count one call (``LoopBrakeError`` when it is denied) and return the call to run it in.
 
     ``outer`` is the braked call it runs inside (``current_call()``; ``None`` for a new host
-    call). ``None`` when it is not counted: it runs inside an identical braked call, or the
-    brake itself failed (the call is allowed, one warning per tool).
+    call); ``layered``, whether the function about to run is braked by ``brake`` too. ``None``
+    when the body is to run as it is: inside an identical braked call, or the brake itself
+    failed (the call is allowed, one warning per tool).
     """
     try:
-        if outer is not None and _encloses(outer, brake, tool, session, arguments):
-            return None
+        if outer is not None:
+            same = _enclosing(outer, brake, tool, session, arguments)
+            if same is not None:
+                if same[1] == tool:
+                    return None
+                # Not counted again, but run as itself: what its body calls is compared to it.
+                inner: _Call = _new_call(_Call, (brake, tool, session, arguments, outer, layered))
+                return inner
         brake.check(tool, arguments, session_id=session)
     except LoopBrakeError:
         del arguments, outer  # none of the call left in this frame (see the module docstring)
@@ -138,7 +165,7 @@ def count_call(
         # Fail open: a brake must never block real work because its own parts failed.
         warn_fail_open(tool, error, "the brake's check")
         return None
-    call: _Call = _new_call(_Call, (brake, tool, session, arguments, outer))
+    call: _Call = _new_call(_Call, (brake, tool, session, arguments, outer, layered))
     return call
 
 
@@ -251,6 +278,7 @@ def braked_execute(
     if not isinstance(tool, str):
         raise TypeError(f"wrap_execute: the tool name must be a str, got {type(tool).__name__}")
     places = _Places.of(execute)
+    layered = _braked_by(execute, brake)
 
     def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
         try:
@@ -261,7 +289,7 @@ def braked_execute(
         try:
             if session_id is not None:
                 session = session_id
-            return count_call(brake, tool, arguments, session, _running.get())
+            return count_call(brake, tool, arguments, session, _running.get(), layered=layered)
         except BaseException:
             del args, kwargs, arguments  # no argument in this frame's locals
             raise
@@ -287,7 +315,9 @@ def braked_execute(
                 except Exception as error:
                     warn_fail_open(tool, error, "reading its execution")
                 else:
-                    call = count_call(brake, tool, arguments, session, _running.get())
+                    call = count_call(
+                        brake, tool, arguments, session, _running.get(), layered=layered
+                    )
             if call is None:
                 return execute(arguments, execution)
             token = _running.set(call)
@@ -304,6 +334,14 @@ def braked_execute(
 
     setattr(braked_sync, BRAKES_ATTRIBUTE, getattr(general, BRAKES_ATTRIBUTE))
     return braked_sync
+
+
+def _braked_by(fn: Callable[..., Any], brake: LoopBrake) -> bool:
+    """Whether ``fn`` is braked by ``brake`` already (or wraps, by ``functools.wraps``, what is)."""
+    try:
+        return brake in getattr(fn, BRAKES_ATTRIBUTE, ())
+    except Exception:
+        return False  # an odd callable whose attributes raise: nothing known about it
 
 
 _ABSENT: Final = object()
@@ -397,6 +435,7 @@ def brake_function(
     kinds = {parameter.name: parameter.kind for parameter in parameters.values()}
     first = next(iter(parameters.values()), None)
     # A method decorated in its class: the instance is not part of what the call asks for.
+    layered = _braked_by(fn, brake)
     skipped = (
         first.name
         if first is not None
@@ -412,7 +451,7 @@ def brake_function(
             return None  # a call that does not fit: the function raises its own TypeError
         arguments = _bound_arguments(bound, kinds, skipped)
         try:
-            return count_call(brake, tool, arguments, session_id, _running.get())
+            return count_call(brake, tool, arguments, session_id, _running.get(), layered=layered)
         except BaseException:
             del args, kwargs, bound, arguments  # no argument in this frame's locals
             raise
@@ -481,9 +520,13 @@ def _without_execute(definition: object) -> str:
             "with @brake.tool (LoopBrake.tool)"
         )
     return (
-        f"decorate_tool needs a tool definition with a callable execute, got a {kind} without "
+        f"decorate_tool needs a tool definition with a callable execute, got {_a(kind)} without "
         "one: give it an execute (a dataclass, object or mapping with name and execute)"
     )
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def with_execute(definition: T, execute: Callable[..., Any]) -> T:

@@ -116,6 +116,25 @@ def test_a_definition_wrapping_what_get_returned_counts_once() -> None:
     assert body.calls == 2
 
 
+@pytest.mark.parametrize("host_type", [InlineHost, RegisterOnlyHost])
+def test_a_braked_body_registered_again_under_another_name_counts_once(host_type: type) -> None:
+    # An alias (`read` for `read_file`) made of what get returned: one call through two braked
+    # layers of one brake. Counted under both names, each call ended the other's streak, and
+    # the alias was never denied.
+    host = host_type()
+    loop_brake_plugin.apply(Context(host), {"maxRepeats": 3})
+    body = Body()
+    host.register({"name": "read_file", "execute": body})
+    host.register({"name": "read", "execute": host.get("read_file")["execute"]})
+    run = host.call if host_type is RegisterOnlyHost else host.execute
+
+    with pytest.raises(LoopBrakeError) as denied:
+        for _ in range(3):
+            run(execution("read"))
+    assert (denied.value.tool_name, denied.value.count) == ("read", 3)
+    assert body.calls == 2
+
+
 @pytest.mark.parametrize("through", ["execute", "definition"])
 @pytest.mark.parametrize("host_type", [InlineHost, DictOnlyHost])
 def test_a_tool_that_runs_another_tool_has_that_call_counted(host_type: type, through: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import inspect
 import threading
 import types
@@ -163,6 +164,50 @@ def test_a_braked_function_braked_again_by_the_same_brake_counts_once() -> None:
     for _ in range(2):
         both({})
     assert brake.streak("default")[1] == 2 and other.streak("default")[1] == 2  # type: ignore[index]
+
+
+def test_a_braked_function_braked_again_under_another_name_counts_once_under_the_outer() -> None:
+    brake = LoopBrake(3)
+    ran = []
+
+    def read_file(arguments: Any, execution: Any = None) -> str:
+        ran.append(1)
+        return "ok"
+
+    inner = wrap_execute(read_file, brake, tool="read_file")
+    alias = wrap_execute(inner, brake, tool="read")
+
+    @functools.wraps(inner)  # a host's own logging layer in between
+    def logged(arguments: Any, execution: Any = None) -> Any:
+        return inner(arguments, execution)
+
+    logged_alias = wrap_execute(logged, brake, tool="cat")
+    for braked, name in ((alias, "read"), (logged_alias, "cat")):
+        ran.clear()
+        with pytest.raises(LoopBrakeError) as denied:
+            for _ in range(3):
+                braked({"path": "a.txt"})
+        assert (denied.value.tool_name, denied.value.count) == (name, 3)
+        assert len(ran) == 2
+    assert brake.check("read_file", {"path": "a.txt"}) == 1  # the inner name got no count
+
+
+def test_a_tool_under_an_alias_still_counts_the_other_tools_it_calls() -> None:
+    brake = LoopBrake(2)
+
+    @brake.tool
+    def search(path: str) -> str:
+        return "results"
+
+    def read_file(arguments: Any, execution: Any = None) -> str:
+        return search(arguments["path"])  # another tool, called with the same values
+
+    alias = wrap_execute(wrap_execute(read_file, brake, tool="read_file"), brake, tool="read")
+    alias({"path": "a.txt"})  # read 1, search 1 (a call of its own)
+    assert brake.streak("default")[1] == 1  # type: ignore[index]
+    with pytest.raises(LoopBrakeError) as denied:
+        search("a.txt")
+    assert denied.value.tool_name == "search"
 
 
 def test_a_sync_function_returning_a_coroutine_runs_it_inside_the_call() -> None:
