@@ -22,20 +22,29 @@ the same hash for the same call. The rules, each implemented below where it is c
 Two encoders write that text. The **exact encoder** (``_exact_text``) is the rules above, one
 value at a time, iterative, so nesting is bounded by memory and never raises RecursionError. The
 **fast path** (``_fast_text``) hands the whole value to the json module's C encoder when a survey
-of its types (``_survey``) shows that the C encoder writes exactly what the exact encoder would.
+of its types (``_survey``) shows that the C encoder writes exactly what the exact encoder would,
+or would after rewriting the few floats that Python's repr writes otherwise than JavaScript
+(``_Rewrites``, which proves first that no string can be touched). The property tests hold the
+two to each other and to Node's JSON.stringify.
+
 The optimisations that earned their place, measured with ``benchmarks/identity.py`` against the
-floor (``json.dumps`` with ``sort_keys`` plus SHA-256, see docs/performance.md):
+floor (``json.dumps`` with ``sort_keys`` plus SHA-256; instructions per call, from valgrind, as
+times on a shared machine drift; see docs/performance.md):
 
 * the C encoder built once (``_encode``): ``json.dumps`` builds an encoder per call, a third of
-  the floor on a typical call — without it the fast path could not beat the floor;
-* the survey one depth at a time, every test one C-level pass over all the containers at that
-  depth: 10,000 small objects in a list cost 5.8x the floor through the exact encoder and 1.1x
-  this way;
-* an array of numbers written in one piece (``_number_list_text``): ``float.__repr__`` in C, then
-  only the forms in which repr and Number::toString differ rewritten: an embedding of 1,536
-  floats with some below 1e-4 cost 3.3x the floor item by item and 1.0x this way;
-* a flat object of plain scalars (the usual call) skips the survey: two C passes, about 5% of the
-  call.
+  the floor on a typical call; with it ``call_hash`` costs 0.96x the floor on realistic calls;
+* a flat object of plain scalars (the usual call) skips the survey: two C-level passes;
+* small values are surveyed container by container (``_survey_small``), large ones one depth at
+  a time with C-level passes over every container at that depth (``_survey_large``): 10,000
+  small objects in a list cost 7.3x the floor when a container budget sent them to the exact
+  encoder, and 1.3x now; the large walk alone made realistic calls 1.27x instead of 0.96x (it
+  sets up its passes at every depth, however few the items);
+* floats that repr writes otherwise than JavaScript (integral ones, those below 1e-4) rewritten
+  in the C encoder's text rather than sent to the exact encoder: an embedding of 1,536 floats
+  with a few below 1e-4 cost 3.0x the floor, and 1.24x now; 10,000 objects holding such floats
+  4.9x, and 1.44x now;
+* arrays of numbers written in one piece by the exact encoder (``_number_list_text``) for the
+  values that still go there.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from itertools import chain, compress, filterfalse
 from typing import Any, Final, final
 
@@ -156,6 +165,7 @@ _COMMA: Final = _Text(",")
 _CLOSE_ARRAY: Final = _Text("]")
 _CLOSE_OBJECT: Final = _Text("}")
 _CONTAINER_BASES: Final = (dict, list, tuple)
+_CONTAINER_TYPES: Final = frozenset(_CONTAINER_BASES)
 _SCALAR_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 
@@ -175,30 +185,33 @@ def _exact_text(value: Any) -> str:
             del open_containers[item]
         elif kind in _SCALAR_TYPES:
             out.append(_scalar_text(item))
-        elif kind is dict or kind is list or kind is tuple or issubclass(kind, _CONTAINER_BASES):
+        elif kind in _CONTAINER_TYPES or issubclass(kind, _CONTAINER_BASES):
             marker = id(item)
             if marker in open_containers:
                 raise ValueError(
                     f"canonical_json: a {kind.__name__} contains itself (a cyclic structure has "
                     "no JSON form)"
                 )
-            contents: Any = item if kind is dict or kind is list or kind is tuple else _read(item)
+            contents: Any = item if kind in _CONTAINER_TYPES else _read(item)
             if type(contents) is dict:
                 open_containers[marker] = item
                 out.append("{")
-                stack += (_Leave(marker), _CLOSE_OBJECT, *reversed(_object_members(contents)))
-            elif contents and _NUMBERS.issuperset(map(type, contents)):
+                stack.append(_Leave(marker))
+                stack.append(_CLOSE_OBJECT)
+                stack += reversed(_object_members(contents))
+            elif len(contents) > 1 and _NUMBERS.issuperset(map(type, contents)):
                 out.append(_number_list_text(contents))  # nothing inside: no cycle to look for
             else:
                 open_containers[marker] = item
                 out.append("[")
-                stack += (_Leave(marker), _CLOSE_ARRAY)
+                stack.append(_Leave(marker))
+                stack.append(_CLOSE_ARRAY)
                 if contents:
                     interleaved: list[Any] = [_COMMA] * (2 * len(contents) - 1)
                     interleaved[::2] = contents
                     stack += reversed(interleaved)
         else:
-            out.append(_scalar_text(item))
+            out.append(_scalar_text(item))  # a subclass of str, int or float, or refused
     return "".join(out)
 
 
@@ -216,27 +229,30 @@ def _read(container: Any) -> dict[Any, Any] | list[Any]:
 def _object_members(obj: dict[Any, Any]) -> list[Any]:
     """``obj`` as [key text, value, ',' key text, value, ...], members sorted by their keys'
     UTF-16 code units (RFC 8785 §3.2.3)."""
-    keys = list(obj)
-    plain = _STR_ONLY.issuperset(map(type, keys))
-    if not plain:
-        keys = [_key_text(key) for key in keys]  # str subclasses hold a str; anything else: refused
-    ascii_keys = "".join(keys).isascii()
-    # Code point order is UTF-16 order except above U+FFFF, which UTF-16 writes as a pair of
-    # surrogates (U+D800..U+DFFF), below U+E000..U+FFFF. Only the keys decide (a stable sort).
-    order = _first if ascii_keys else _utf16_order
-    members = sorted(zip(keys, obj.values(), strict=True), key=order)
-    texts = [_string_text(key) for key, _ in members]
-    # Distinct str keys are distinct texts, unless they are subclasses (which may compare unequal
-    # holding the same text) or hold surrogates (a pair held as two code points is the astral
-    # character to JavaScript).
-    if not (plain and ascii_keys) and len(set(texts)) != len(texts):
+    keys: list[str] = list(obj)
+    if _STR_ONLY.issuperset(map(type, keys)):
+        unique = "".join(keys).isascii()  # distinct ASCII keys are distinct texts...
+        keys.sort(key=None if unique else _utf16_order)  # ...in code point order, UTF-16's
+        values = list(map(obj.__getitem__, keys))
+    else:
+        # A str subclass is ordered and written by the text it holds (its own __lt__ or __hash__
+        # is never called); anything else is refused.
+        members = sorted([(_key_text(key), item) for key, item in obj.items()], key=_by_key)
+        keys = [key for key, _ in members]
+        values = [item for _, item in members]
+        unique = False
+    texts = list(map(_string_text, keys))
+    # Distinct str keys are distinct texts unless they hold surrogates (a pair held as two code
+    # points is the astral character to JavaScript) or are subclasses (which may compare unequal
+    # holding the same text).
+    if not unique and len(set(texts)) != len(texts):
         raise ValueError(
             "canonical_json: two keys of one object are the same key to JavaScript (the same "
             "text, or a surrogate pair held as two code points and the astral character)"
         )
     entries: list[Any] = []
     separator = ""
-    for text, (_, item) in zip(texts, members, strict=True):
+    for text, item in zip(texts, values, strict=True):
         entries += (_Text(f"{separator}{text}:"), item)
         separator = ","
     return entries
@@ -250,13 +266,15 @@ def _key_text(key: Any) -> str:
     )
 
 
-def _first(member: tuple[str, Any]) -> str:
-    return member[0]
+def _utf16_order(key: str) -> bytes:
+    """Sort key comparing strings by UTF-16 code units, as JavaScript does. Code point order is
+    the same except above U+FFFF, which UTF-16 writes as a pair of surrogates (U+D800..U+DFFF),
+    below U+E000..U+FFFF."""
+    return key.encode("utf-16-be", "surrogatepass")
 
 
-def _utf16_order(member: tuple[str, Any]) -> bytes:
-    """Sort key comparing members' keys by UTF-16 code units, as JavaScript does."""
-    return member[0].encode("utf-16-be", "surrogatepass")
+def _by_key(member: tuple[str, Any]) -> bytes:
+    return _utf16_order(member[0])
 
 
 def _scalar_text(item: Any) -> str:
@@ -332,58 +350,64 @@ def _number_text(number: float) -> str:
 
 
 def _number_list_text(numbers: list[Any] | tuple[Any, ...]) -> str:
-    """An array of ints and floats (exact types), written by their own reprs in C, and then only
-    the forms in which ``float.__repr__`` and Number::toString differ rewritten.
+    """An array of ints and floats (exact types): written by their own reprs in C, and then only
+    the floats that repr writes otherwise than Number::toString rewritten (``_as_javascript``).
 
-    With ``n`` as in ``_number_text`` (the value is 0.<digits> * 10**n), repr writes exponent
-    notation for n <= -4 and n > 16, JavaScript for n <= -6 and n > 21; repr also appends ".0"
-    to an integral float and pads an exponent to two digits. The text holds nothing but numbers
-    and commas, so rewriting it cannot touch a string; each test below is one C-level search.
+    The text holds nothing but numbers and commas, so no string can be rewritten by mistake.
     """
     try:
-        text = ",".join(map(repr, numbers)) + ","  # a comma after every token, the last one too
+        text = ",".join(map(repr, numbers)) + ","  # a comma after every number, the last too
     except ValueError:  # an int beyond Python's decimal limit: _int_text says so
         return "[" + ",".join(map(_scalar_text, numbers)) + "]"
-    if ".0," in text:
-        text = text.replace(".0,", ",")  # step 6.a: 30.0 is 30
-        if "-0," in text:
-            text = _NEGATIVE_ZERO.sub("0", text)  # step 2: -0.0 is 0
-    if "n" in text:  # inf, -inf, nan (SerializeJSONProperty)
-        text = text.replace("-inf", "null").replace("inf", "null").replace("nan", "null")
-    if "e" in text:
-        for suffix in _REPR_EXPONENTS_WRITTEN_IN_DIGITS:
-            if suffix in text:  # rare, or an array of such numbers: Python per token
-                text = _each_token_ending(text, suffix, _javascript_number)
-        text = text.replace("e-0", "e-")  # steps 7-11: 1e-07 is 1e-7
+    if "e+1" in text or "e+2" in text or "n" in text:
+        # From 1e16 (the exponents e+16 to e+20 are also the start of e+160 to e+209), or NaN or
+        # an infinity: rare in arrays, written number by number.
+        return "[" + ",".join(map(_scalar_text, numbers)) + "]"
+    text = _as_javascript(text, ",", exponents="e-0" in text)
+    if "-0," in text:
+        text = _NEGATIVE_ZERO.sub("0", text)  # step 2: -0.0 is 0 (now "-0", without its ".0")
     return "[" + text[:-1] + "]"
 
 
 _NUMBERS: Final = frozenset({int, float})
 _NEGATIVE_ZERO: Final = re.compile("(?<![^,])-0(?=,)")
-# Step 6: n from -5 to 21 is written in digits: repr's e-05, e-06 (n = -4, -5) and e+16 to e+20.
-_REPR_EXPONENTS_WRITTEN_IN_DIGITS: Final = ("e-05,", "e-06,", *(f"e+{e}," for e in range(16, 21)))
 
 
-def _each_token_ending(text: str, suffix: str, rewrite: Callable[[str], str]) -> str:
-    """``text`` (tokens each followed by a comma) with each token ending in ``suffix`` (its comma
-    included) rewritten."""
-    pieces = text.split(suffix)
-    out = []
+def _as_javascript(text: str, ends: str, *, exponents: bool) -> str:
+    """``text`` with the floats ``float.__repr__`` wrote in it as Number::toString writes them.
+
+    For floats below 1e16 the two differ only where repr appends ".0" to an integral float,
+    writes exponent notation from 1e-4 down (JavaScript from 1e-6 down) and pads an exponent to
+    two digits: "e-05" to "e-09". The caller makes sure that every ".0" before one of ``ends`` in
+    ``text`` ends such a float, and (with ``exponents``) every "e-0" too.
+    """
+    for end in ends:
+        if ".0" + end in text:
+            text = text.replace(".0" + end, end)  # step 6.a: 30.0 is 30
+    if exponents:
+        for exponent in ("e-05", "e-06"):
+            if exponent in text:
+                text = _each_float_ending(text, exponent)  # step 6.c: 1.5e-05 is 0.000015
+        text = text.replace("e-0", "e-")  # steps 7-11: 1e-07 is 1e-7 (e-07 to e-09 are left)
+    return text
+
+
+def _each_float_ending(text: str, exponent: str) -> str:
+    """``text`` with each float that ends in ``exponent`` (e-05 or e-06) written in digits."""
+    zeros = "0.0000" if exponent == "e-05" else "0.00000"  # "0." and -n zeros
+    out: list[str] = []
+    pieces = text.split(exponent)
     for piece in pieces[:-1]:
-        head, comma, start = piece.rpartition(",")
-        out.append(f"{head}{comma}{rewrite(start + suffix[:-1])},")
+        mantissa = piece[len(piece.rstrip("-.0123456789")) :]  # the digits before the exponent
+        negative = mantissa[0] == "-"
+        out += (
+            piece[: len(piece) - len(mantissa)],
+            "-" if negative else "",
+            zeros,
+            mantissa[negative:].replace(".", ""),
+        )
     out.append(pieces[-1])
     return "".join(out)
-
-
-def _javascript_number(token: str) -> str:
-    """A float's repr in exponent notation as Number::toString writes it (step 6)."""
-    if token.endswith(("e-05", "e-06")):
-        # Step 6.c: "0.", -n zeros, the digits: 1.5e-05 (n = -4) is 0.000015.
-        sign, mantissa = ("-", token[1:-4]) if token[0] == "-" else ("", token[:-4])
-        zeros = "0.0000" if token[-1] == "5" else "0.00000"
-        return sign + zeros + mantissa.replace(".", "")
-    return _number_text(float(token))  # repr's digits read back: the same float
 
 
 def _javascript_surrogates(text: str, *, escape: bool = True) -> str:
@@ -446,17 +470,46 @@ else:  # pragma: no cover - other Pythons: the same rules through the pure-Pytho
 
 
 class _Verdict(enum.Enum):
-    """What the survey of a value's types found: which encoder writes it right."""
+    """What the survey of a value's types found."""
 
     C_ENCODER = "the C encoder writes exactly what JSON.stringify writes"
-    C_ENCODER_AFTER_INT_SWAP = "the same, once each integral float is swapped for its int"
     EXACT_ENCODER = "only the exact encoder writes it right, or it is not JSON"
 
 
 # Module constants: an Enum member read from its class costs about 0.2 us on Python 3.11.
 _C_ENCODER: Final = _Verdict.C_ENCODER
-_C_ENCODER_AFTER_INT_SWAP: Final = _Verdict.C_ENCODER_AFTER_INT_SWAP
 _EXACT_ENCODER: Final = _Verdict.EXACT_ENCODER
+
+
+@final
+class _Rewrites:
+    """The third verdict: the C encoder's text, once the floats that repr writes otherwise than
+    JavaScript are rewritten (``_as_javascript``): ``integral`` floats written "X.0", and
+    ``exponents`` floats from 1e-9 to 1e-4 written with an exponent "e-05" to "e-09".
+
+    They are rewritten only when the text holds exactly as many ".0" before , } or ] and as
+    many "e-0" as there are such floats: then every one of them belongs to such a float, and no
+    string, key or other number holds one. A string that does ("version 1.0, final",
+    "file-05") leaves the value to the exact encoder: it can never change what is written.
+    """
+
+    __slots__ = ("exponents", "integral")
+
+    def __init__(self, integral: int, exponents: int) -> None:
+        self.integral = integral
+        self.exponents = exponents
+
+    def apply(self, text: str) -> str | None:
+        """``text`` with the floats rewritten, or ``None`` if that cannot be proved right."""
+        if self.integral and self.integral != sum(map(text.count, _INTEGRAL_ENDINGS)):
+            return None
+        if self.exponents and text.count("e-0") != self.exponents:
+            return None
+        return _as_javascript(text, ",}]" if self.integral else "", exponents=self.exponents > 0)
+
+
+_INTEGRAL_ENDINGS: Final = (".0,", ".0}", ".0]")
+
 
 # The C encoder recurses into nested containers; past this depth the exact encoder takes over,
 # far beyond real arguments and well inside any interpreter's recursion limit.
@@ -476,48 +529,110 @@ def _fast_text(value: Any) -> str | None:
 
     The text may still hold raw surrogate code points (see ``_javascript_surrogates``).
     """
-    flat = (
+    if (
         type(value) is dict
         and _SCALARS.issuperset(map(type, value.values()))  # first: nested calls stop here
         and _STR_ONLY.issuperset(map(type, value))
-    )
-    if flat:
-        verdict = _C_ENCODER  # the usual call: one object of plain scalars, no survey needed
+    ):
+        verdict: _Verdict | _Rewrites = _C_ENCODER  # the usual call: no survey needed
+        unchecked_keys: list[Any] | tuple[Any, ...] = (value,)
     else:
-        verdict = _survey(value)
+        verdict, unchecked_keys = _survey(value)
         if verdict is _EXACT_ENCODER:
             return None
     try:
-        if verdict is _C_ENCODER_AFTER_INT_SWAP:
-            value = _with_integral_floats_as_ints(value)
         text = "".join(_encode(value, False))
     except (RecursionError, TypeError, ValueError):
         # Deeper than this stack allows, a NaN or an infinity, an int beyond the decimal limit,
         # or a value changed under us: the exact encoder decides.
         return None
-    if flat and not text.isascii():
-        keys = "".join(value)  # the survey looks at the keys of everything else
+    if type(verdict) is _Rewrites:
+        rewritten = verdict.apply(text)
+        if rewritten is None:
+            return None
+        text = rewritten
+    if unchecked_keys and not text.isascii():
+        keys = "".join(chain.from_iterable(unchecked_keys))
         if not keys.isascii() and _ASTRAL.search(keys) is not None:
             return None  # JavaScript orders keys above U+FFFF by UTF-16 code units
     return text
 
 
-def _survey(value: Any) -> _Verdict:
-    """Which encoder may write ``value``: a walk over its containers one depth at a time, where
-    every test is one C-level pass over all the containers at that depth (no Python code runs
-    per item)."""
+def _survey(value: Any) -> tuple[_Verdict | _Rewrites, list[dict[Any, Any]]]:
+    """Which encoder may write ``value``: a look at its types (``_survey_small``, or for a value
+    too large for that, ``_survey_large``), and at its floats (``_float_verdict``). Also the
+    objects whose keys it did not look at for characters above U+FFFF (only needed when the text
+    is not ASCII)."""
     kind = type(value)
+    objects: list[dict[Any, Any]] = []
     if kind in _SCALARS:
-        return _C_ENCODER
+        return _C_ENCODER, objects
     if kind is float:
-        return _float_verdict([value])
-    if kind is dict:
-        dicts, arrays = [value], []
-    elif kind in _ARRAYS:
-        dicts, arrays = [], [value]
-    else:
-        return _EXACT_ENCODER  # a subclass or not JSON
+        return _float_verdict([value]), objects
+    if kind is not dict and kind not in _ARRAYS:
+        return _EXACT_ENCODER, objects  # a subclass or not JSON
     floats: list[float] = []
+    verdict = _survey_small(value, floats, objects)
+    if verdict is None:
+        floats.clear()
+        objects.clear()
+        verdict = _survey_large(value, floats)
+    if verdict is _C_ENCODER and floats:
+        return _float_verdict(floats), objects
+    return verdict, objects
+
+
+def _survey_small(
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...],
+    floats: list[float],
+    objects: list[dict[Any, Any]],
+) -> _Verdict | None:
+    """The types of a small value, container by container (``None`` if it is not small): two
+    C-level passes over each container, and Python code only for the items of one that holds
+    containers or floats. Appends to ``floats`` those that repr may write otherwise than
+    JavaScript (see _float_verdict), and to ``objects`` every object met."""
+    pending = [value]
+    budget = _FEW_ITEMS  # also bounds the depth the C encoder is given, and a cycle's walk
+    while pending:
+        container = pending.pop()
+        if type(container) is dict:
+            if not _STR_ONLY.issuperset(map(type, container)):
+                return _EXACT_ENCODER  # a key that is not a str (refused) or a str subclass
+            objects.append(container)
+            items: Collection[Any] = container.values()
+        else:
+            items = container
+        if _SCALARS.issuperset(map(type, items)):
+            continue
+        budget -= len(items)
+        if budget < 0:
+            return None
+        for item in items:
+            kind = type(item)
+            if kind in _SCALARS:
+                continue
+            if kind is float:
+                if item.is_integer() or not 1e-4 <= abs(item) < 1e16:
+                    floats.append(item)
+            elif kind is dict or kind in _ARRAYS:
+                pending.append(item)
+            else:
+                return _EXACT_ENCODER  # a subclass or not JSON
+    return _C_ENCODER
+
+
+# Up to this many items looked at one by one the small walk is the cheaper one (the corpus of
+# benchmarks/identity.py: 3 to 25); past it the large walk's C-level passes are.
+_FEW_ITEMS: Final = 256
+
+
+def _survey_large(
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...], floats: list[float]
+) -> _Verdict:
+    """The types of a large value (10,000 objects in a list), one depth at a time: every test is
+    one C-level pass over all the containers at that depth, with no Python code per item. The
+    floats found are appended to ``floats``."""
+    dicts, arrays = ([value], []) if type(value) is dict else ([], [value])
     seen: set[int] = set()
     for _ in range(_MAX_DEPTH):
         if dicts:
@@ -529,10 +644,10 @@ def _survey(value: Any) -> _Verdict:
                 return _EXACT_ENCODER  # above U+FFFF, UTF-16 and code point order differ
         children = chain(chain.from_iterable(arrays), chain.from_iterable(map(dict.values, dicts)))
         if _SCALARS.issuperset(map(type, children)):
-            break  # the deepest level, usually: one pass, nothing kept
+            break  # the deepest depth, usually: one pass, nothing kept
         # A container met twice (a cycle, or one object in two places) goes to the exact
         # encoder, which tells the two apart; without this a cycle would make the walk endless.
-        # (Containers at the deepest level hold none, so they cannot be on a cycle.)
+        # (Containers at the deepest depth hold none, so they cannot be on a cycle.)
         before = len(seen)
         seen.update(map(id, dicts), map(id, arrays))
         if len(seen) - before != len(dicts) + len(arrays):
@@ -542,7 +657,7 @@ def _survey(value: Any) -> _Verdict:
         present = set(kinds)
         if not _JSON_TYPES.issuperset(present):
             return _EXACT_ENCODER  # a subclass or not JSON
-        if len(present) == 1:  # one kind of value (a list of objects, an embedding): no sorting
+        if len(present) == 1:  # one kind of value (a list of objects, an embedding)
             dicts, arrays = (items, []) if dict in present else ([], items)
             if float in present:
                 floats += items
@@ -556,35 +671,32 @@ def _survey(value: Any) -> _Verdict:
             break
     else:
         return _EXACT_ENCODER  # deeper than the C encoder is given
-    return _float_verdict(floats) if floats else _C_ENCODER
+    return _C_ENCODER
 
 
-def _float_verdict(floats: list[float]) -> _Verdict:
-    """Whether ``float.__repr__`` (what the C encoder writes) is Number::toString for each float.
+def _float_verdict(floats: list[float]) -> _Verdict | _Rewrites:
+    """How the C encoder's ``float.__repr__`` of these floats becomes Number::toString's.
 
-    It is for a float that is not integral from 1e-4 up (below, the two switch to exponent
-    notation at different points, see ``_number_list_text``; from 2**52 up every float is
-    integral). An integral float is written right once swapped for the int with its digits,
-    exact below 2**53, where repr writes them all. NaN and the infinities go to the exact
-    encoder: the comparisons below fail for them, or the C encoder raises (allow_nan=False).
+    They agree on every float that is not integral from 1e-4 up (from 2**52 up every float is
+    integral). Integral floats below 1e16, and floats from 1e-9 up to 1e-4, are rewritten in the
+    C encoder's text (``_Rewrites``; below 1e-9 the two agree again). The rest go to the exact
+    encoder: integral floats from 1e16 and -0.0 (both rare), and NaN and the infinities, for
+    which the C encoder raises (allow_nan=False).
     """
-    fractional = list(filterfalse(float.is_integer, floats))
-    if fractional and not min(map(abs, fractional)) >= 1e-4:  # `not >=`: NaN fails it too
-        return _EXACT_ENCODER
-    if len(fractional) == len(floats):
+    whole = list(filter(float.is_integer, floats))
+    fractional = list(filterfalse(float.is_integer, floats)) if whole else floats
+    small = []
+    if fractional:
+        magnitudes = list(map(abs, fractional))
+        if not min(magnitudes) >= 1e-4:  # `not >=`: NaN fails it too
+            small = list(compress(fractional, map(_below_1e_4, magnitudes)))
+    if not whole and not small:
         return _C_ENCODER
-    if not max(map(abs, floats)) < 2**53:
+    if whole and (not max(map(abs, whole)) < 1e16 or (0.0 in whole and "-0.0" in map(repr, whole))):
         return _EXACT_ENCODER
-    return _C_ENCODER_AFTER_INT_SWAP
+    # repr's exponent is the float's own, to the digit: e-05 to e-09 from 1e-9 (inclusive) up
+    return _Rewrites(len(whole), sum(map(_at_least_1e_9, map(abs, small))))
 
 
-def _with_integral_floats_as_ints(value: Any) -> Any:
-    """A copy of ``value`` (surveyed: exact types, acyclic) with integral floats as ints."""
-    kind = type(value)
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if kind is dict:
-        return {key: _with_integral_floats_as_ints(item) for key, item in value.items()}
-    if kind is list or kind is tuple:
-        return [_with_integral_floats_as_ints(item) for item in value]
-    return value
+_below_1e_4: Final = (1e-4).__gt__
+_at_least_1e_9: Final = (1e-9).__le__

@@ -22,4 +22,6 @@ def test_the_identity_benchmark_runs_and_reports_every_figure() -> None:
     for figure in ("floor (json.dumps + sha256)", "call_hash", "LoopBrake.check", "vs floor"):
         assert figure in out
     assert out.count("bytes/session") == 2
+    for large in ("10,000 small objects", "embedding of 1,536 floats", "all below 1e-7"):
+        assert large in out
     assert "call_hash is exact" in out

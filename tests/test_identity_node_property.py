@@ -183,3 +183,23 @@ def test_long_lists_of_small_objects_match_javascript(
     node: NodeReference, rows: list[dict[str, Any]]
 ) -> None:
     assert canonical_json({"rows": rows}) == node.canonical({"rows": rows})
+
+
+# Text that looks like the end of a float as repr writes it ("1.0," "e-05" "e-07]"): the C
+# encoder's text is only rewritten where every such sequence is a float's.
+_LOOKALIKE_TEXT = st.text(alphabet="e-+0123456789.,}]:[x\x0e\x1e", max_size=10)
+_FLOATS_AND_LOOKALIKES = st.recursive(
+    st.one_of(_ANY_MAGNITUDE, _LOOKALIKE_TEXT, st.integers(-3, 3)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(_LOOKALIKE_TEXT, children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200)
+@given(value=_FLOATS_AND_LOOKALIKES)
+def test_floats_beside_text_that_looks_like_them_match_javascript(
+    node: NodeReference, value: Any
+) -> None:
+    assert canonical_json(value) == node.canonical(value)
