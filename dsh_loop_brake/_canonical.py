@@ -501,14 +501,17 @@ class _Rewrites:
 
     def apply(self, text: str) -> str | None:
         """``text`` with the floats rewritten, or ``None`` if that cannot be proved right."""
-        if self.integral and self.integral != sum(map(text.count, _INTEGRAL_ENDINGS)):
-            return None
         if self.exponents and text.count("e-0") != self.exponents:
             return None
-        return _as_javascript(text, ",}]" if self.integral else "", exponents=self.exponents > 0)
-
-
-_INTEGRAL_ENDINGS: Final = (".0,", ".0}", ".0]")
+        if self.integral:
+            found = 0
+            for end in ",}]":  # step 6.a: 30.0 is 30 (each split is the count and the rewrite)
+                pieces = text.split(".0" + end)
+                found += len(pieces) - 1
+                text = end.join(pieces)
+            if found != self.integral:
+                return None
+        return _as_javascript(text, "", exponents=self.exponents > 0)
 
 
 # The C encoder recurses into nested containers; past this depth the exact encoder takes over,
@@ -522,6 +525,7 @@ _JSON_TYPES: Final = _SCALARS | _ARRAYS | {dict, float}
 _is_dict: Final = frozenset({dict}).__contains__
 _is_array: Final = _ARRAYS.__contains__
 _is_float: Final = frozenset({float}).__contains__
+_SCALARS_AND_FLOAT: Final = _SCALARS | {float}
 
 
 def _fast_text(value: Any) -> str | None:
@@ -561,8 +565,8 @@ def _fast_text(value: Any) -> str | None:
 def _survey(value: Any) -> tuple[_Verdict | _Rewrites, list[dict[Any, Any]]]:
     """Which encoder may write ``value``: a look at its types (``_survey_small``, or for a value
     too large for that, ``_survey_large``), and at its floats (``_float_verdict``). Also the
-    objects whose keys it did not look at for characters above U+FFFF (only needed when the text
-    is not ASCII)."""
+    objects met, whose keys must still be looked at for characters above U+FFFF if the text is
+    not ASCII."""
     kind = type(value)
     objects: list[dict[Any, Any]] = []
     if kind in _SCALARS:
@@ -576,7 +580,7 @@ def _survey(value: Any) -> tuple[_Verdict | _Rewrites, list[dict[Any, Any]]]:
     if verdict is None:
         floats.clear()
         objects.clear()
-        verdict = _survey_large(value, floats)
+        verdict = _survey_large(value, floats, objects)
     if verdict is _C_ENCODER and floats:
         return _float_verdict(floats), objects
     return verdict, objects
@@ -627,24 +631,31 @@ _FEW_ITEMS: Final = 256
 
 
 def _survey_large(
-    value: dict[Any, Any] | list[Any] | tuple[Any, ...], floats: list[float]
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...],
+    floats: list[float],
+    objects: list[dict[Any, Any]],
 ) -> _Verdict:
     """The types of a large value (10,000 objects in a list), one depth at a time: every test is
-    one C-level pass over all the containers at that depth, with no Python code per item. The
-    floats found are appended to ``floats``."""
+    one C-level pass over all the containers at that depth, with no Python code per item.
+    Appends to ``floats`` the floats found, and to ``objects`` every object met."""
     dicts, arrays = ([value], []) if type(value) is dict else ([], [value])
     seen: set[int] = set()
     for _ in range(_MAX_DEPTH):
         if dicts:
-            keys = list(chain.from_iterable(dicts))
-            if not _STR_ONLY.issuperset(map(type, keys)):
+            if not _STR_ONLY.issuperset(map(type, chain.from_iterable(dicts))):
                 return _EXACT_ENCODER  # a key that is not a str (refused) or a str subclass
-            text = "".join(keys)
-            if not text.isascii() and _ASTRAL.search(text) is not None:
-                return _EXACT_ENCODER  # above U+FFFF, UTF-16 and code point order differ
-        children = chain(chain.from_iterable(arrays), chain.from_iterable(map(dict.values, dicts)))
-        if _SCALARS.issuperset(map(type, children)):
-            break  # the deepest depth, usually: one pass, nothing kept
+            objects += dicts
+        items = list(_children(arrays, dicts))  # one pass over the containers, then C lists
+        kinds = list(map(type, items))
+        present = set(kinds)
+        if _SCALARS.issuperset(present):
+            break  # the deepest depth, usually
+        if not _JSON_TYPES.issuperset(present):
+            return _EXACT_ENCODER  # a subclass or not JSON
+        if float in present:
+            floats += items if len(present) == 1 else compress(items, map(_is_float, kinds))
+            if _SCALARS_AND_FLOAT.issuperset(present):
+                break  # the deepest depth, with floats in it (an embedding, say)
         # A container met twice (a cycle, or one object in two places) goes to the exact
         # encoder, which tells the two apart; without this a cycle would make the walk endless.
         # (Containers at the deepest depth hold none, so they cannot be on a cycle.)
@@ -652,26 +663,18 @@ def _survey_large(
         seen.update(map(id, dicts), map(id, arrays))
         if len(seen) - before != len(dicts) + len(arrays):
             return _EXACT_ENCODER
-        items = [*chain.from_iterable(arrays), *chain.from_iterable(map(dict.values, dicts))]
-        kinds = list(map(type, items))
-        present = set(kinds)
-        if not _JSON_TYPES.issuperset(present):
-            return _EXACT_ENCODER  # a subclass or not JSON
-        if len(present) == 1:  # one kind of value (a list of objects, an embedding)
+        if len(present) == 1:  # one kind of value, a container (a list of objects)
             dicts, arrays = (items, []) if dict in present else ([], items)
-            if float in present:
-                floats += items
-                break
             continue
-        if float in present:
-            floats += compress(items, map(_is_float, kinds))
         dicts = list(compress(items, map(_is_dict, kinds))) if dict in present else []
         arrays = list(compress(items, map(_is_array, kinds))) if present & _ARRAYS else []
-        if not dicts and not arrays:
-            break
     else:
         return _EXACT_ENCODER  # deeper than the C encoder is given
     return _C_ENCODER
+
+
+def _children(arrays: list[Any], dicts: list[dict[Any, Any]]) -> Iterable[Any]:
+    return chain(chain.from_iterable(arrays), chain.from_iterable(map(dict.values, dicts)))
 
 
 def _float_verdict(floats: list[float]) -> _Verdict | _Rewrites:

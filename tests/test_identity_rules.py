@@ -245,6 +245,8 @@ def test_large_arguments_are_exact_whichever_path_writes_them() -> None:
         '{"rows":[{"id":0,"name":"item-0","score":0.5},{"id":1,"name":"item-1","score":1},'
     )
     assert '{"id":2,"name":"item-2","score":0.00001},{"id":3,"name":"item-3","score":0}' in text
+    astral = canonical_json([{"\U0001f600": i, "\uffff": -i, "a": 0.5} for i in range(1000)])
+    assert astral.startswith('[{"a":0.5,"\U0001f600":0,"\uffff":0},{"a":0.5,"\U0001f600":1,')
     embedding = [float(("-" if i % 2 else "") + f"1.5e-{i % 12}") for i in range(1536)]
     assert canonical_json(embedding).startswith(
         "[1.5,-0.15,0.015,-0.0015,0.00015,-0.000015,0.0000015,-1.5e-7,"
