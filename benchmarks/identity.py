@@ -229,6 +229,11 @@ def large_arguments() -> list[tuple[str, str, Any]]:
             {"id": "doc-7", "vector": [x * 1e-7 for x in embedding]},
         ),
         (
+            "  the same, of every magnitude",
+            "store_vector",
+            {"id": "doc-7", "vector": [x * 10.0 ** rng.randint(-10, 2) for x in embedding]},
+        ),
+        (
             "  the same, all 1e-6 to 1e-4",
             "store_vector",
             {"id": "doc-7", "vector": [x * 1e-3 for x in embedding]},

@@ -363,32 +363,36 @@ def _number_list_text(numbers: list[Any] | tuple[Any, ...]) -> str:
         # From 1e16 (the exponents e+16 to e+20 are also the start of e+160 to e+209), or NaN or
         # an infinity: rare in arrays, written number by number.
         return "[" + ",".join(map(_scalar_text, numbers)) + "]"
-    text = _as_javascript(text, ",", exponents="e-0" in text)
+    exponents = [e for e in _REPR_EXPONENTS if e in text] if "e-0" in text else ()
+    text = _as_javascript(text, ",", exponents)
     if "-0," in text:
         text = _NEGATIVE_ZERO.sub("0", text)  # step 2: -0.0 is 0 (now "-0", without its ".0")
     return "[" + text[:-1] + "]"
 
 
 _NUMBERS: Final = frozenset({int, float})
+# In this order: e-05 and e-06 written in digits first, then the "e-0" left (e-07 to e-09).
+_REPR_EXPONENTS: Final = ("e-05", "e-06", "e-0")
 _NEGATIVE_ZERO: Final = re.compile("(?<![^,])-0(?=,)")
 
 
-def _as_javascript(text: str, ends: str, *, exponents: bool) -> str:
+def _as_javascript(text: str, ends: str, exponents: Iterable[str]) -> str:
     """``text`` with the floats ``float.__repr__`` wrote in it as Number::toString writes them.
 
     For floats below 1e16 the two differ only where repr appends ".0" to an integral float,
     writes exponent notation from 1e-4 down (JavaScript from 1e-6 down) and pads an exponent to
     two digits: "e-05" to "e-09". The caller makes sure that every ".0" before one of ``ends`` in
-    ``text`` ends such a float, and (with ``exponents``) every "e-0" too.
+    ``text`` ends such a float, and that every "e-0" does too; ``exponents`` are those of
+    "e-05", "e-06" and "e-0" (for e-07 to e-09) that occur.
     """
     for end in ends:
         if ".0" + end in text:
             text = text.replace(".0" + end, end)  # step 6.a: 30.0 is 30
-    if exponents:
-        for exponent in ("e-05", "e-06"):
-            if exponent in text:
-                text = _each_float_ending(text, exponent)  # step 6.c: 1.5e-05 is 0.000015
-        text = text.replace("e-0", "e-")  # steps 7-11: 1e-07 is 1e-7 (e-07 to e-09 are left)
+    for exponent in exponents:
+        if exponent == "e-0":
+            text = text.replace("e-0", "e-")  # steps 7-11: 1e-07 is 1e-7
+        else:
+            text = _each_float_ending(text, exponent)  # step 6.c: 1.5e-05 is 0.000015
     return text
 
 
@@ -485,7 +489,8 @@ _EXACT_ENCODER: Final = _Verdict.EXACT_ENCODER
 class _Rewrites:
     """The third verdict: the C encoder's text, once the floats that repr writes otherwise than
     JavaScript are rewritten (``_as_javascript``): ``integral`` floats written "X.0", and
-    ``exponents`` floats from 1e-9 to 1e-4 written with an exponent "e-05" to "e-09".
+    ``exponents`` floats from 1e-9 to 1e-4 written with an exponent "e-05" to "e-09" (of which
+    ``rewrites`` names the forms that occur).
 
     They are rewritten only when the text holds exactly as many ".0" before , } or ] and as
     many "e-0" as there are such floats: then every one of them belongs to such a float, and no
@@ -493,11 +498,12 @@ class _Rewrites:
     "file-05") leaves the value to the exact encoder: it can never change what is written.
     """
 
-    __slots__ = ("exponents", "integral")
+    __slots__ = ("exponents", "integral", "rewrites")
 
-    def __init__(self, integral: int, exponents: int) -> None:
+    def __init__(self, integral: int, exponents: int, rewrites: tuple[str, ...]) -> None:
         self.integral = integral
         self.exponents = exponents
+        self.rewrites = rewrites
 
     def apply(self, text: str) -> str | None:
         """``text`` with the floats rewritten, or ``None`` if that cannot be proved right."""
@@ -511,7 +517,7 @@ class _Rewrites:
                 text = end.join(pieces)
             if found != self.integral:
                 return None
-        return _as_javascript(text, "", exponents=self.exponents > 0)
+        return _as_javascript(text, "", self.rewrites)
 
 
 # The C encoder recurses into nested containers; past this depth the exact encoder takes over,
@@ -688,18 +694,42 @@ def _float_verdict(floats: list[float]) -> _Verdict | _Rewrites:
     """
     whole = list(filter(float.is_integer, floats))
     fractional = list(filterfalse(float.is_integer, floats)) if whole else floats
-    small = []
+    small = []  # the magnitudes of the fractional floats below 1e-4
     if fractional:
         magnitudes = list(map(abs, fractional))
         if not min(magnitudes) >= 1e-4:  # `not >=`: NaN fails it too
-            small = list(compress(fractional, map(_below_1e_4, magnitudes)))
+            small = list(compress(magnitudes, map(_below_1e_4, magnitudes)))
     if not whole and not small:
         return _C_ENCODER
     if whole and (not max(map(abs, whole)) < 1e16 or (0.0 in whole and "-0.0" in map(repr, whole))):
         return _EXACT_ENCODER
-    # repr's exponent is the float's own, to the digit: e-05 to e-09 from 1e-9 (inclusive) up
-    return _Rewrites(len(whole), sum(map(_at_least_1e_9, map(abs, small))))
+    # repr's exponent is the float's own, to the digit (a float below 1e-5 is never written
+    # 1e-05): e-05 from 1e-5 to 1e-4, e-06 from 1e-6, e-07 to e-09 from 1e-9.
+    rewrites: tuple[str, ...] = ()
+    exponents = 0
+    if small:
+        lowest, highest = min(small), max(small)
+        rewrites = tuple(
+            exponent
+            for exponent, low, high in _EXPONENT_BANDS
+            if _any_within(small, lowest, highest, low, high)
+        )
+        exponents = len(small) if lowest >= 1e-9 else sum(map(_at_least_1e_9, small))
+    return _Rewrites(len(whole), exponents, rewrites)
+
+
+def _any_within(
+    magnitudes: list[float], lowest: float, highest: float, low: float, high: float
+) -> bool:
+    """Whether any of ``magnitudes`` (from ``lowest`` to ``highest``) is from ``low`` up to
+    ``high`` (excluded); C-level passes, and none when the range decides it."""
+    if highest < low or lowest >= high:
+        return False
+    if lowest >= low and highest < high:
+        return True
+    return any(map(low.__le__, compress(magnitudes, map(high.__gt__, magnitudes))))
 
 
 _below_1e_4: Final = (1e-4).__gt__
 _at_least_1e_9: Final = (1e-9).__le__
+_EXPONENT_BANDS: Final = (("e-05", 1e-5, 1e-4), ("e-06", 1e-6, 1e-5), ("e-0", 1e-9, 1e-6))
