@@ -539,30 +539,31 @@ def _fast_text(value: Any) -> str | None:
 
     The text may still hold raw surrogate code points (see ``_javascript_surrogates``).
     """
-    if (
+    rewrites = None
+    objects = None  # the objects whose keys are not yet checked (None: only ``value``'s)
+    if not (
         type(value) is dict
         and _SCALARS.issuperset(map(type, value.values()))  # first: nested calls stop here
         and _STR_ONLY.issuperset(map(type, value))
-    ):
-        verdict: _Verdict | _Rewrites = _C_ENCODER  # the usual call: no survey needed
-        unchecked_keys: list[Any] | tuple[Any, ...] = (value,)
-    else:
-        verdict, unchecked_keys = _survey(value)
+    ):  # the usual call, one object of plain scalars, needs no survey
+        verdict, objects = _survey(value)
         if verdict is _EXACT_ENCODER:
             return None
+        if verdict is not _C_ENCODER:
+            rewrites = verdict
     try:
         text = "".join(_encode(value, False))
     except (RecursionError, TypeError, ValueError):
         # Deeper than this stack allows, a NaN or an infinity, an int beyond the decimal limit,
         # or a value changed under us: the exact encoder decides.
         return None
-    if type(verdict) is _Rewrites:
-        rewritten = verdict.apply(text)
+    if rewrites is not None:
+        rewritten = rewrites.apply(text)
         if rewritten is None:
             return None
         text = rewritten
-    if unchecked_keys and not text.isascii():
-        keys = "".join(chain.from_iterable(unchecked_keys))
+    if not text.isascii():
+        keys = "".join(value) if objects is None else "".join(chain.from_iterable(objects))
         if not keys.isascii() and _ASTRAL.search(keys) is not None:
             return None  # JavaScript orders keys above U+FFFF by UTF-16 code units
     return text
