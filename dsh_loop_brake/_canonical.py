@@ -28,21 +28,22 @@ or would after rewriting the few floats that Python's repr writes otherwise than
 two to each other and to Node's JSON.stringify.
 
 The optimisations that earned their place, measured with ``benchmarks/identity.py`` against the
-floor (``json.dumps`` with ``sort_keys`` plus SHA-256; instructions per call, from valgrind, as
-times on a shared machine drift; see docs/performance.md):
+floor (``json.dumps`` with ``sort_keys`` plus SHA-256), in instructions per call from valgrind,
+as times on a shared machine drift (docs/performance.md has both):
 
 * the C encoder built once (``_encode``): ``json.dumps`` builds an encoder per call, a third of
-  the floor on a typical call; with it ``call_hash`` costs 0.96x the floor on realistic calls;
+  the floor on a typical call; with it ``call_hash`` costs 0.95x the floor on realistic calls;
 * a flat object of plain scalars (the usual call) skips the survey: two C-level passes;
 * small values are surveyed container by container (``_survey_small``), large ones one depth at
   a time with C-level passes over every container at that depth (``_survey_large``): 10,000
-  small objects in a list cost 7.3x the floor when a container budget sent them to the exact
-  encoder, and 1.3x now; the large walk alone made realistic calls 1.27x instead of 0.96x (it
+  small objects in a list cost 6.1x the floor when a container budget sent them to the exact
+  encoder, and 1.41x now; the large walk alone made realistic calls 1.27x instead of 0.96x (it
   sets up its passes at every depth, however few the items);
 * floats that repr writes otherwise than JavaScript (integral ones, those below 1e-4) rewritten
   in the C encoder's text rather than sent to the exact encoder: an embedding of 1,536 floats
-  with a few below 1e-4 cost 3.0x the floor, and 1.24x now; 10,000 objects holding such floats
-  4.9x, and 1.44x now;
+  with a few below 1e-4 cost 2.97x the floor, and 1.21x now (1.26x when all are below 1e-7);
+  10,000 objects holding such floats 5.24x, and 1.56x now. Floats from 1e-6 to 1e-4 are
+  rewritten one by one in Python: an embedding made of nothing else costs 1.93x;
 * arrays of numbers written in one piece by the exact encoder (``_number_list_text``) for the
   values that still go there.
 """
