@@ -2,9 +2,15 @@
 
 A call is identified by its SHA-256 digest (``call_digest``); each session keeps one streak, the
 digest of its latest call and how many times in a row it was made. ``LoopBrake`` decides; the
-streaks live in ``_MemoryStreaks``, the one place that holds them (a store with the methods of
-the store interface: ``advance_streak``, ``end_streak``, ``read_streak``, ``forget_streaks``,
-``count_streaks``).
+streaks live in its **store** (``dsh_loop_brake._store``): a ``MemoryStore`` private to the brake
+unless it is given another (a SQLite file or Redis, ``dsh_loop_brake.stores``), so that processes
+sharing one store count one agent's calls together. The brake talks to its store through
+``advance_streak`` (one atomic compare-and-advance per call), ``forget_streaks``,
+``read_streak`` and ``count_streaks`` only.
+
+A store that fails at run time fails open: the call is allowed and not counted (``check``
+returns 0), ``store_errors`` grows by one, and the store is warned about at most once a minute
+(``_store_failures``); the next call tries the store again.
 """
 
 from __future__ import annotations
@@ -18,9 +24,13 @@ from dsh_loop_brake._canonical import HASH_PREFIX_LENGTH, call_digest, describe_
 from dsh_loop_brake._config import DEFAULT_MAX_REPEATS, normalize_max_repeats
 from dsh_loop_brake._errors import LoopBrakeError
 from dsh_loop_brake._short_repr import json_literal
+from dsh_loop_brake._store import MemoryStore
+from dsh_loop_brake._store_failures import store_failed
 
 if TYPE_CHECKING:
     import logging
+
+    from dsh_loop_brake._store import Store
 
 __all__ = ["LOGGER_NAME", "LoopBrake", "SessionScope"]
 
@@ -35,13 +45,38 @@ _WARNED_TOOLS_LIMIT: Final = 1024
 
 @final
 class LoopBrake:
-    """Counts consecutive identical calls per session and denies the ``max_repeats``-th one."""
+    """Counts consecutive identical calls per session and denies the ``max_repeats``-th one.
 
-    __slots__ = ("_max_repeats", "_session", "_streaks", "_warned", "_warned_lock")
+    ``store`` is where the streaks live: ``None`` (the default) is a ``MemoryStore`` private to
+    this brake; pass a ``SQLiteStore`` or ``RedisStore`` (``dsh_loop_brake.stores``) to share the
+    counts with every process that uses the same store. The brake never closes a store it was
+    given.
+    """
 
-    def __init__(self, max_repeats: int = DEFAULT_MAX_REPEATS) -> None:
+    __slots__ = (
+        "_errors_lock",
+        "_max_repeats",
+        "_session",
+        "_store",
+        "_store_errors",
+        "_warned",
+        "_warned_lock",
+    )
+
+    def __init__(
+        self, max_repeats: int = DEFAULT_MAX_REPEATS, *, store: Store | None = None
+    ) -> None:
         self._max_repeats = normalize_max_repeats(max_repeats, source="LoopBrake(max_repeats=...)")
-        self._streaks = _MemoryStreaks()
+        if store is None:
+            store = MemoryStore()
+        elif not callable(getattr(store, "advance_streak", None)):
+            raise TypeError(
+                "loop brake: store must be a store (a MemoryStore, SQLiteStore or RedisStore from"
+                f" dsh_loop_brake.stores) or None, got {type(store).__name__}"
+            )
+        self._store: Store = store
+        self._store_errors = 0
+        self._errors_lock = threading.Lock()
         # The current session of `with brake.session(...)`: per thread and per asyncio task.
         self._session: ContextVar[str] = ContextVar("dsh_loop_brake_session", default="default")
         self._warned: set[str] = set()
@@ -52,17 +87,32 @@ class LoopBrake:
         """The streak length at which a call is denied."""
         return self._max_repeats
 
+    @property
+    def store(self) -> Store:
+        """Where the streaks live (a ``MemoryStore`` private to this brake unless given one)."""
+        return self._store
+
+    @property
+    def store_errors(self) -> int:
+        """How many calls the store failed for, each allowed and not counted (fail open)."""
+        return self._store_errors
+
     def check(self, tool_name: str, args: Any, *, session_id: str | None = None) -> int:
         """Count this call; return the streak, or raise ``LoopBrakeError`` when it is denied.
 
         ``session_id=None`` is the current ``session(...)``, else ``"default"``. Arguments that
         cannot be identified (not JSON, or raising while read) are allowed: 0, and the session's
-        streak ends.
+        streak ends. A store that fails allows the call too: 0, and ``store_errors`` grows.
         """
         if session_id is None:
             session_id = self._session.get()
-        if type(tool_name) is not str and not isinstance(tool_name, str):
+        elif type(session_id) is not str and not isinstance(session_id, str):
             del args  # as below: no frame of ours keeps the arguments in a traceback
+            raise TypeError(
+                f"loop brake: a session id must be a str, got {type(session_id).__name__}"
+            )
+        if type(tool_name) is not str and not isinstance(tool_name, str):
+            del args
             raise TypeError(
                 f"loop brake: the tool name must be a str, got {type(tool_name).__name__}"
             )
@@ -72,13 +122,22 @@ class LoopBrake:
             # Fail open: a brake must never block real work it cannot judge, nor crash it. The
             # call is a different call from whatever came before, so the streak ends here.
             del args
-            self._streaks.end_streak(session_id)
             self._warn_unidentifiable(tool_name, error)
+            try:
+                self._store.forget_streaks(session_id)
+            except Exception as failure:
+                self._store_failed(failure)
             return 0
         # An error tracker renders the locals of every frame a LoopBrakeError leaves (Sentry
         # does by default): the arguments must not be among them.
         del args
-        count = self._streaks.advance_streak(session_id, digest)
+        try:
+            count = self._store.advance_streak(session_id, digest)
+        except Exception as failure:
+            # Fail open: the brake's memory is away (unreachable, locked, corrupted). Blocking
+            # every call until it is back would do more harm than the loops it is there to stop.
+            self._store_failed(failure)
+            return 0
         if count >= self._max_repeats:
             raise LoopBrakeError(tool_name, count, self._max_repeats, digest.hex(), session_id)
         return count
@@ -122,8 +181,11 @@ class LoopBrake:
         return brake_function(fn, self, name=name, session_id=session_id)
 
     def streak(self, session_id: str) -> tuple[str, int] | None:
-        """The session's current call (hash prefix) and its count, or ``None``."""
-        streak = self._streaks.read_streak(session_id)
+        """The session's current call (hash prefix) and its count, or ``None``.
+
+        Asks the store, so a store that fails raises its ``StoreError`` here.
+        """
+        streak = self._store.read_streak(session_id)
         if streak is None:
             return None
         digest, count = streak
@@ -132,17 +194,29 @@ class LoopBrake:
     def streak_digest(self, session_id: str) -> tuple[bytes, int] | None:
         """The session's current call as its whole SHA-256 digest, and its count, or ``None``:
         ``streak`` for hosts that keep records of their own by call (as replay does)."""
-        return self._streaks.read_streak(session_id)
+        return self._store.read_streak(session_id)
 
     def reset(self, session_id: str | None = None) -> None:
-        """Forget one session's streak, or every session's."""
-        self._streaks.forget_streaks(session_id)
+        """Forget one session's streak, or every session's -- in the store, so in a shared
+        store for every process that uses it."""
+        self._store.forget_streaks(session_id)
 
     def __len__(self) -> int:
-        return self._streaks.count_streaks()
+        return self._store.count_streaks()
 
     def __repr__(self) -> str:
-        return f"LoopBrake(max_repeats={self._max_repeats})"
+        if type(self._store) is MemoryStore:
+            return f"LoopBrake(max_repeats={self._max_repeats})"
+        try:
+            url = self._store.url
+        except Exception:
+            url = f"<{type(self._store).__name__}>"
+        return f"LoopBrake(max_repeats={self._max_repeats}, store={url})"
+
+    def _store_failed(self, error: Exception) -> None:
+        with self._errors_lock:
+            self._store_errors += 1
+        store_failed(self._store, error, logger=LOGGER_NAME, brake="loop brake")
 
     def _warn_unidentifiable(self, tool_name: str, error: Exception) -> None:
         with self._warned_lock:
@@ -188,67 +262,3 @@ def _logger() -> logging.Logger:
     import logging
 
     return logging.getLogger(LOGGER_NAME)
-
-
-# --- Where the streaks live --------------------------------------------------------------------
-
-# A session's streak is one int: the call's SHA-256 digest in the low 256 bits and how many times
-# in a row it was made above them. One small object per session (about 60 bytes) keeps 100,000
-# sessions within 256 bytes each, session-id string and dict slot included (a tuple of digest
-# bytes and count would take 130 more).
-_DIGEST_BITS: Final = 256
-_DIGEST_MASK: Final = (1 << _DIGEST_BITS) - 1
-_COUNT_UNIT: Final = 1 << _DIGEST_BITS
-_DIGEST_BYTES: Final = _DIGEST_BITS // 8
-_int_from_bytes: Final = int.from_bytes  # looked up once, not on every call
-
-
-@final
-class _MemoryStreaks:
-    """Every session's streak, in this process's memory; each method is one atomic step."""
-
-    __slots__ = ("_lock", "_streaks")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._streaks: dict[str, int] = {}  # session id -> its streak, packed in one int
-
-    def advance_streak(self, session: str, digest: bytes) -> int:
-        """The same call again: its count + 1; another call: 1. Returns the new count."""
-        call = _int_from_bytes(digest, "big")
-        lock = self._lock
-        lock.acquire()  # rather than `with`, which costs twice as much on every call's path
-        try:
-            streak = self._streaks.get(session, 0)
-            if streak & _DIGEST_MASK != call:
-                streak = call  # another call: a new streak, counted from zero
-            streak += _COUNT_UNIT
-            self._streaks[session] = streak
-        finally:
-            lock.release()
-        return streak >> _DIGEST_BITS
-
-    def end_streak(self, session: str) -> None:
-        """An unidentified call: whatever came before is no longer repeated."""
-        with self._lock:
-            self._streaks.pop(session, None)
-
-    def read_streak(self, session: str) -> tuple[bytes, int] | None:
-        """The session's current digest and count, or ``None``."""
-        # No lock: the streak is one immutable int, replaced whole, and one dict read is atomic.
-        streak = self._streaks.get(session)
-        if streak is None:
-            return None
-        return (streak & _DIGEST_MASK).to_bytes(_DIGEST_BYTES, "big"), streak >> _DIGEST_BITS
-
-    def forget_streaks(self, session: str | None = None) -> None:
-        """Forget one session's streak, or every session's."""
-        with self._lock:
-            if session is None:
-                self._streaks.clear()
-            else:
-                self._streaks.pop(session, None)
-
-    def count_streaks(self) -> int:
-        """How many sessions have a streak."""
-        return len(self._streaks)

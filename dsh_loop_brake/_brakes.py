@@ -93,17 +93,19 @@ class Brakes:
         """
         from dsh_loop_brake.circuit_breaker import ROW_ID as CIRCUIT_BREAKER_ROW
         from dsh_loop_brake.harness import Harness, compose
+        from dsh_loop_brake.harness.profiles import resolve_home
         from dsh_loop_brake.plugin import ROW_ID as LOOP_BRAKE_ROW
 
+        home = resolve_home(home)  # also where a relative sqlite: store path lands
         composition = compose(profile, home, patches)
         loop_row = composition.row(LOOP_BRAKE_ROW) or _bundle_row()
         breaker_row = composition.row(CIRCUIT_BREAKER_ROW)
         rows = [row for row in (loop_row, breaker_row) if row is not None]
         try:
             # Applied as the harness boots them (disabled rows are skipped): the same plugins,
-            # resolution and validation, and later the same stores. The harness is kept, and
-            # with it the rows' fibers: disposing them is what close() is for.
-            harness = Harness.from_rows(rows)
+            # resolution, validation and stores. The harness is kept, and with it the rows'
+            # fibers: disposing them (which closes the stores) is what close() is for.
+            harness = Harness.from_rows(rows, home=home)
         except CircuitBreakerConfigError as error:
             raise _located(error, breaker_row) from None
         except LoopBrakeConfigError as error:

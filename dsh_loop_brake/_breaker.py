@@ -10,6 +10,11 @@ message, a :class:`DenyMessage`), :meth:`CircuitBreaker.check_call` is for any o
 *raises* :class:`CircuitBreakerError`). The plugin that installs the guard is
 ``dsh_loop_brake.circuit_breaker``; this module needs neither pluggy nor the harness.
 
+The state -- per agent a window of recent allowed call digests, a call count and the incident
+marks -- is judged by one rule (``BreakerWindow.judge``, which every store follows) in one atomic
+step per call: in the breaker's own per-object window for an agent object when the store is the
+memory store, otherwise in the store (``judge_call``), where a shared store keys agents by id.
+
 Exceptions::
 
     Exception
@@ -23,7 +28,6 @@ import functools
 import re
 import threading
 import weakref
-from collections import OrderedDict, deque
 from collections.abc import Mapping
 
 from dsh_loop_brake._breaker_config import CircuitBreakerConfig
@@ -32,11 +36,15 @@ from dsh_loop_brake._errors import ToolCallDenied
 from dsh_loop_brake._execution import read_field
 from dsh_loop_brake._incidents import IncidentLog
 from dsh_loop_brake._short_repr import json_literal
+from dsh_loop_brake._store import BreakerDenial, BreakerWindow, MemoryStore, check_breaker_call
+from dsh_loop_brake._store_failures import store_failed
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final, Literal, SupportsIndex, final
+
+    from dsh_loop_brake._store import Store
 
     Kind = Literal["duplicate", "cap"]
 else:
@@ -50,9 +58,8 @@ __all__ = ["CODE", "CircuitBreaker", "CircuitBreakerError", "DenyMessage"]
 CODE: Final = "CIRCUIT_BREAKER"
 """The ``code`` of every circuit-breaker denial, raised or returned."""
 
-#: How many agents known only by an id (a string, or an agent that cannot be weakly referenced)
-#: are remembered at once; the least recently active is dropped first.
-_MAX_NAMED_AGENTS: Final = 1024
+#: The logger the breaker warns on (``logging`` is imported only when it does).
+LOGGER_NAME: Final = "dsh_loop_brake.circuit_breaker"
 #: Tool names remembered for the once-per-tool warning; bounded so hostile names cannot grow it.
 _WARNED_TOOLS_LIMIT: Final = 1024
 
@@ -197,40 +204,11 @@ def _agent_id(agent: object) -> str | None:
     return None
 
 
-# --- state ------------------------------------------------------------------------------------
-
-
-@final
-class _AgentState:
-    """One agent's ring of recent allowed call digests, their counts, and its lifetime calls."""
-
-    __slots__ = ("calls", "counts", "recent", "reported")
-
-    def __init__(self, window: int) -> None:
-        self.recent: deque[bytes] = deque(maxlen=window)
-        self.counts: dict[bytes, int] = {}
-        self.calls = 0
-        self.reported: set[str] = set()
-
-    def record(self, digest: bytes | None) -> None:
-        """Count one allowed call; keep ``counts`` equal to the multiset of ``recent``."""
-        self.calls += 1
-        if digest is None:
-            return
-        recent, counts = self.recent, self.counts
-        if len(recent) == recent.maxlen:
-            oldest = recent[0]  # the append below evicts it
-            left = counts[oldest] - 1
-            if left:
-                counts[oldest] = left
-            else:
-                del counts[oldest]
-        recent.append(digest)
-        counts[digest] = counts.get(digest, 0) + 1
+# --- state ---------------------------------------------------------------------------------
 
 
 if TYPE_CHECKING:
-    _WeakEntry = tuple[weakref.ref[Any], _AgentState]
+    _WeakEntry = tuple[weakref.ref[Any], BreakerWindow]
 
 
 def _weakly_referenceable(obj: object) -> bool:
@@ -246,20 +224,6 @@ def _forget(store: dict[int, _WeakEntry], key: int, ref: weakref.ref[Any]) -> No
     entry = store.get(key)
     if entry is not None and entry[0] is ref:
         store.pop(key, None)
-
-
-@final
-class _Denial:
-    """A verdict against a call: which limit, the count and limit shown, and whether it is the
-    agent's first denial of this kind (the one the incident log records)."""
-
-    __slots__ = ("count", "first", "kind", "limit")
-
-    def __init__(self, kind: Kind, count: int, limit: int, first: bool) -> None:
-        self.kind: Kind = kind
-        self.count = count
-        self.limit = limit
-        self.first = first
 
 
 def _arguments_of_execution(execution: object) -> object:
@@ -278,44 +242,84 @@ class CircuitBreaker:
     run. ``check_call(tool_name, args, agent=...)`` judges a call the same way and raises
     :class:`CircuitBreakerError` instead. ``len(breaker)`` is the number of agents it holds
     state for (calls without an agent share one host-level state, not counted there).
+
+    ``store`` is where the windows, call counts and incident marks live: ``None`` (the default)
+    is a ``MemoryStore`` private to this breaker, and then an agent object's state is held
+    weakly, with the object. In a shared store (``SQLiteStore``, ``RedisStore``) every agent is
+    keyed by its id, so processes sharing the store judge one agent together; agents without an
+    id share the no-agent state. The breaker never closes a store it was given.
     """
 
     __slots__ = (
+        "_by_id",
         "_closed",
+        "_errors_lock",
         "_exempt",
-        "_host",
         "_ignore",
         "_incidents",
+        "_limits",
         "_lock",
-        "_named",
         "_only",
+        "_store",
+        "_store_errors",
         "_unidentified",
         "_weak",
         "config",
     )
 
-    def __init__(self, config: CircuitBreakerConfig | None = None) -> None:
+    def __init__(
+        self, config: CircuitBreakerConfig | None = None, *, store: Store | None = None
+    ) -> None:
         self.config = config if config is not None else CircuitBreakerConfig()
-        self._exempt = frozenset(self.config.exempt)
-        self._only = frozenset(self.config.only)
-        self._ignore = frozenset(self.config.ignore_args)
-        path = self.config.incident_log
+        c = self.config
+        # The limits as every store checks them (a config built by hand, not by resolve_config,
+        # is refused here rather than failing every call).
+        check_breaker_call(None, None, c.duplicate_limit, c.window, c.max_calls_per_agent)
+        self._limits = (c.duplicate_limit, c.window, c.max_calls_per_agent)
+        if store is None:
+            store = MemoryStore()
+        elif not callable(getattr(store, "judge_call", None)):
+            raise TypeError(
+                "circuit breaker: store must be a store (a MemoryStore, SQLiteStore or RedisStore"
+                f" from dsh_loop_brake.stores) or None, got {type(store).__name__}"
+            )
+        self._store: Store = store
+        # A shared store keys every agent by its id; the memory store keeps an agent object's
+        # state with the object (weakly held), and only ids and the no-agent state in the store.
+        self._by_id = bool(store.shared)
+        self._exempt = frozenset(c.exempt)
+        self._only = frozenset(c.only)
+        self._ignore = frozenset(c.ignore_args)
+        path = c.incident_log
         self._incidents = IncidentLog(path) if path else None
         self._lock = threading.Lock()
-        self._host: _AgentState | None = None
         self._weak: dict[int, _WeakEntry] = {}
-        self._named: OrderedDict[str, _AgentState] = OrderedDict()
         self._unidentified: set[str] = set()
         self._closed = False
+        self._store_errors = 0
+        self._errors_lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        """Where the windows, call counts and incident marks live."""
+        return self._store
+
+    @property
+    def store_errors(self) -> int:
+        """How many calls the store failed for, each allowed and not counted (fail open)."""
+        return self._store_errors
 
     def __len__(self) -> int:
-        return len(self._weak) + len(self._named)
+        return len(self._weak) + self._store.count_agents()
 
     def __repr__(self) -> str:
         c = self.config
+        # A shared store's agents are not counted here: that would be a scan of the store, and
+        # a repr is made wherever a traceback is rendered.
+        held = f"store={self._store.url}" if self._by_id else f"agents={len(self)}"
         return (
             f"<CircuitBreaker duplicateLimit={c.duplicate_limit} window={c.window}"
-            f" maxCallsPerAgent={c.max_calls_per_agent} agents={len(self)}>"
+            f" maxCallsPerAgent={c.max_calls_per_agent} {held}>"
         )
 
     # -- the two ways in --
@@ -338,8 +342,8 @@ class CircuitBreaker:
         """Judge one call before it runs; raise :class:`CircuitBreakerError` to deny it.
 
         ``agent`` is the calling agent: an agent object (its state is weakly held and goes with
-        it), a string id (state kept under that id), or ``None`` (the state shared by every call
-        without an agent).
+        it; in a shared store it is keyed by its id), a string id (state kept under that id), or
+        ``None`` (the state shared by every call without an agent).
         """
         if type(tool_name) is not str:
             name = _plain_str(tool_name)
@@ -364,22 +368,32 @@ class CircuitBreaker:
 
     def calls(self, agent: object = None) -> int:
         """How many allowed calls the breaker has counted for ``agent`` (``None``: the host)."""
-        with self._lock:
-            state = self._peek(agent)
-            return state.calls if state is not None else 0
+        if not self._by_id and agent is not None and _plain_str(agent) is None:
+            with self._lock:
+                entry = self._weak.get(id(agent))
+                if entry is not None and entry[0]() is agent:
+                    return entry[1].calls
+            if _weakly_referenceable(agent):
+                return 0  # not seen yet
+        return self._store.breaker_calls(_agent_id(agent))
 
     def reset(self) -> None:
-        """Forget every agent's window, call count and reported incidents."""
+        """Forget every agent's window, call count and reported incidents -- in the store, so in
+        a shared store for every process that uses it."""
         with self._lock:
-            self._host = None
             self._weak.clear()
-            self._named.clear()
+        self._store.forget_breaker()
 
     def _close(self) -> None:
-        """Stop judging and forget everything (the row's fiber was disposed)."""
+        """Stop judging and forget what this process holds (the row's fiber was disposed).
+
+        A shared store belongs to every process that uses it: it is left as it is.
+        """
         with self._lock:
             self._closed = True
-        self.reset()
+            self._weak.clear()
+        if not self._by_id:
+            self._store.forget_breaker()
 
     # -- the verdict --
 
@@ -390,31 +404,53 @@ class CircuitBreaker:
         agent: object,
         source: object,
         arguments_of: Callable[[object], object],
-    ) -> _Denial | None:
+    ) -> BreakerDenial | None:
         """The verdict on one call of ``tool`` by ``agent``: a denial, or ``None`` to allow it.
 
         ``tool`` is ``None`` when the call's name is not a string (``shown`` names its type). The
-        arguments are ``arguments_of(source)``, read only when the cap has not decided first.
+        arguments are ``arguments_of(source)``. One atomic step judges and records the call: in
+        the agent's own window (an agent object, memory store), or in the store.
         """
         if self._closed or not self.config.enabled or not self._guards(tool):
             return None
-        cap = self.config.max_calls_per_agent
-        with self._lock:
-            if self._closed:
-                return None
-            state = self._state_for(agent)
-            denial = self._deny(state, "cap", state.calls, cap) if 0 < cap <= state.calls else None
-        if denial is None:
-            # Identify outside the lock, so hashing large arguments holds up no other thread; an
-            # agent past its cap was denied above without reading its arguments at all.
-            digest = self._identify(tool, arguments_of(source)) if tool is not None else None
+        # Identified before any lock is taken, so hashing large arguments holds up no other
+        # thread, and before the store is asked, so a check is one round trip.
+        digest = self._identify(tool, arguments_of(source)) if tool is not None else None
+        limit, window, cap = self._limits
+        denial: BreakerDenial | None
+        if self._by_id:
+            key = _agent_id(agent)
+        else:
             with self._lock:
                 if self._closed:
                     return None
-                denial = self._judge_locked(state, digest)
-            if denial is None:
-                return None
-        if denial.first and self._incidents is not None:
+                state = self._window_of(agent)
+                if state is not None:
+                    denial = state.judge(digest, limit, window, cap)
+                    key = None
+                else:
+                    key = _plain_str(agent)
+                    key = (key or None) if key is not None else _agent_id(agent)
+            if state is not None:
+                return self._reported(denial, shown, agent)
+        if self._closed:
+            return None
+        try:
+            denial = self._store.judge_call(
+                key, digest, duplicate_limit=limit, window=window, cap=cap
+            )
+        except Exception as error:
+            # Fail open: the breaker's memory is away. The call runs, uncounted.
+            self._store_failed(error)
+            return None
+        return self._reported(denial, shown, agent)
+
+    def _reported(
+        self, denial: BreakerDenial | None, shown: str, agent: object
+    ) -> BreakerDenial | None:
+        """``denial``, written to the incident log first when it is the agent's first of its
+        kind."""
+        if denial is not None and denial.first and self._incidents is not None:
             self._incidents.record(
                 kind=denial.kind,
                 tool=shown,
@@ -425,7 +461,7 @@ class CircuitBreaker:
             )
         return denial
 
-    def _message(self, tool: str, denial: _Denial) -> str:
+    def _message(self, tool: str, denial: BreakerDenial) -> str:
         return self.config.deny_message.format(
             tool=plain_name(tool), count=denial.count, limit=denial.limit
         )
@@ -461,83 +497,34 @@ class CircuitBreaker:
             self._unidentified.add(tool)
         import logging  # only now: the guard's own path never needs it
 
-        logging.getLogger("dsh_loop_brake.circuit_breaker").warning(
+        logging.getLogger(LOGGER_NAME).warning(
             "circuit breaker: the arguments of tool %s could not be identified (%s); such calls"
             " are allowed and not checked for duplicates",
             json_literal(tool),
             json_literal(describe_unidentifiable(error))[1:-1],
         )
 
-    def _judge_locked(self, state: _AgentState, digest: bytes | None) -> _Denial | None:
-        cap = self.config.max_calls_per_agent
-        if 0 < cap <= state.calls:  # checked again: another thread may have reached the cap
-            return self._deny(state, "cap", state.calls, cap)
-        if digest is not None:
-            limit = self.config.duplicate_limit
-            count = state.counts.get(digest, 0) + 1
-            if count >= limit:
-                return self._deny(state, "duplicate", count, limit)
-        # Only allowed calls are recorded: a denied call never ran, so it must neither push its
-        # own count higher nor evict a real call from the window (the breaker would latch).
-        state.record(digest)
-        return None
+    def _store_failed(self, error: Exception) -> None:
+        with self._errors_lock:
+            self._store_errors += 1
+        store_failed(self._store, error, logger=LOGGER_NAME, brake="circuit breaker")
 
-    @staticmethod
-    def _deny(state: _AgentState, kind: Kind, count: int, limit: int) -> _Denial:
-        first = kind not in state.reported
-        state.reported.add(kind)
-        return _Denial(kind, count, limit, first)
-
-    def _peek(self, agent: object) -> _AgentState | None:
-        """The state held for ``agent``, without creating one."""
-        if agent is None:
-            return self._host
-        text = _plain_str(agent)
-        if text is not None:
-            return self._named.get(text) if text else self._host
-        entry = self._weak.get(id(agent))
+    def _window_of(self, agent: object) -> BreakerWindow | None:
+        """The memory store's per-object state: the window of an agent object, created on its
+        first call; ``None`` for an agent kept in the store by id, or no agent (caller holds the
+        lock)."""
+        if agent is None or _plain_str(agent) is not None:
+            return None
+        key = id(agent)
+        entry = self._weak.get(key)
         if entry is not None and entry[0]() is agent:
             return entry[1]
-        if _weakly_referenceable(agent):
-            return None  # not seen yet
-        ident = _agent_id(agent)
-        return self._named.get(ident) if ident is not None else self._host
-
-    def _state_for(self, agent: object) -> _AgentState:
-        """The state for ``agent``, created on its first call (caller holds the lock)."""
-        text = _plain_str(agent)
-        if text is not None:
-            if text:
-                return self._named_state(text)
-        elif agent is not None:
-            key = id(agent)
-            entry = self._weak.get(key)
-            if entry is not None and entry[0]() is agent:
-                return entry[1]
-            if _weakly_referenceable(agent):
-                try:
-                    ref = weakref.ref(agent, functools.partial(_forget, self._weak, key))
-                except TypeError:
-                    pass  # a type that claims weak references but refuses them: keyed by id
-                else:
-                    state = _AgentState(self.config.window)
-                    self._weak[key] = (ref, state)
-                    return state
-            # Not weakly referenceable (a dict, a slotted object): keyed by its id.
-            ident = _agent_id(agent)
-            if ident is not None:
-                return self._named_state(ident)
-        # No agent, or one that can neither be weakly referenced nor told apart by an id.
-        if self._host is None:
-            self._host = _AgentState(self.config.window)
-        return self._host
-
-    def _named_state(self, ident: str) -> _AgentState:
-        named = self._named.get(ident)
-        if named is not None:
-            self._named.move_to_end(ident)
-            return named
-        named = self._named[ident] = _AgentState(self.config.window)
-        if len(self._named) > _MAX_NAMED_AGENTS:
-            self._named.popitem(last=False)  # the least recently active agent
-        return named
+        if not _weakly_referenceable(agent):
+            return None  # a dict, a slotted object: keyed by its id
+        try:
+            ref = weakref.ref(agent, functools.partial(_forget, self._weak, key))
+        except TypeError:
+            return None  # a type that claims weak references but refuses them: keyed by id
+        state = BreakerWindow()
+        self._weak[key] = (ref, state)
+        return state

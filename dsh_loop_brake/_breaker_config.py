@@ -1,5 +1,8 @@
 """The circuit breaker's settings: the nine keys of its row, their defaults, and validation.
 
+The row also takes ``store`` and ``sessionTtl`` (where the breaker's state lives): checked here,
+resolved and opened by the plugin, and not part of :class:`CircuitBreakerConfig`.
+
 The defaults are spelled once, in :class:`CircuitBreakerConfig`'s constructor; ``DEFAULTS``,
 ``resolve_config`` and ``as_row_config`` read them from there through ``_ROW_KEYS``, the table of
 row keys and the attributes they set.
@@ -25,6 +28,7 @@ from types import MappingProxyType
 from dsh_loop_brake._config import integer_value
 from dsh_loop_brake._errors import LoopBrakeConfigError
 from dsh_loop_brake._short_repr import short_repr
+from dsh_loop_brake._store import MAX_COUNT
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
@@ -70,6 +74,11 @@ _ROW_KEYS: Final = MappingProxyType(
         "incidentLog": "incident_log",
     }
 )
+
+# The keys that say where the breaker's state lives, not how it judges: resolved, checked and
+# opened by the plugin (dsh_loop_brake.stores._settings), so they are not settings of the
+# CircuitBreakerConfig (whose repr would otherwise show a store URL's password).
+_STORE_KEYS: Final = ("store", "sessionTtl")
 
 _SOURCE: Final = "the circuit-breaker patch row"
 _PLACEHOLDERS: Final = frozenset({"tool", "count", "limit"})
@@ -270,13 +279,28 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
             f" {short_repr(config)} (from {source})"
         )
     for key in config:
-        if key not in _ROW_KEYS:
+        if key not in _ROW_KEYS and key not in _STORE_KEYS:
             raise CircuitBreakerConfigError(
                 f"circuit breaker: unknown key {short_repr(key)} (from {source}); the keys are"
-                f" {', '.join(_ROW_KEYS)} (check the spelling)",
+                f" {', '.join((*_ROW_KEYS, *_STORE_KEYS))} (check the spelling)",
                 key if isinstance(key, str) else None,
             )
-    given = {**DEFAULTS, **{key: value for key, value in config.items() if value is not None}}
+    if any(config.get(key) is not None for key in _STORE_KEYS):
+        # The row's own store and sessionTtl, checked as at apply (no I/O; the environment's
+        # store is the plugin's to resolve).
+        from dsh_loop_brake.stores._settings import resolve_store_setting
+
+        resolve_store_setting(
+            config, {}, brake="circuit breaker", source=source, error=CircuitBreakerConfigError
+        )
+    given = {
+        **DEFAULTS,
+        **{
+            key: value
+            for key, value in config.items()
+            if value is not None and key not in _STORE_KEYS
+        },
+    }
 
     enabled = _boolean("enabled", given["enabled"], source)
     limit = _integer("duplicateLimit", given["duplicateLimit"], 1, MAX_WINDOW, source)
@@ -288,7 +312,8 @@ def resolve_config(config: object = None, *, source: str = _SOURCE) -> CircuitBr
             f" calls to trip",
             "window",
         )
-    cap = _integer("maxCallsPerAgent", given["maxCallsPerAgent"], 0, None, source)
+    # The upper bound is what every store counts exactly (a Redis script's numbers are doubles).
+    cap = _integer("maxCallsPerAgent", given["maxCallsPerAgent"], 0, MAX_COUNT, source)
     return CircuitBreakerConfig(
         enabled=enabled,
         duplicate_limit=limit,

@@ -30,7 +30,9 @@ __all__ = [
 
 DEFAULT_MAX_REPEATS: Final = 3
 ENV_VAR: Final = "DSH_LOOP_BRAKE_MAX_REPEATS"
-CONFIG_KEYS: Final = ("maxRepeats",)
+#: The loop-brake row's keys: ``store`` and ``sessionTtl`` (where the streaks live) are resolved
+#: and opened by the plugin (``dsh_loop_brake.stores``), which the core does not import.
+CONFIG_KEYS: Final = ("maxRepeats", "store", "sessionTtl")
 
 _ROW_SOURCE: Final = "the loop-brake patch row"
 

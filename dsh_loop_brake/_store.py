@@ -118,6 +118,9 @@ class StoreError(Exception):
     """A store could not be opened, reached or used; ``url`` names it (password as ``***``)."""
 
     code: str = "LOOP_BRAKE_STORE"
+    #: The row key whose store this is (``"store"``) when a plugin opened it from a row, so a host
+    #: can say which patch file and line configured it; ``None`` otherwise.
+    key: str | None = None
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
         self.url = url
@@ -402,7 +405,8 @@ class MemoryStore:
         return streak >> STREAK_DIGEST_BITS
 
     def read_streak(self, session: str) -> tuple[bytes, int] | None:
-        check_key(session, "session")
+        if type(session) is not str:
+            check_key(session, "session")  # replay reads a streak after every call
         # No lock: a streak is one immutable int, replaced whole, and one dict read is atomic.
         streak = self._streaks.get(session)
         if streak is None:

@@ -28,7 +28,7 @@ Exceptions::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from dsh_loop_brake._breaker import CircuitBreaker, CircuitBreakerError, DenyMessage
@@ -41,6 +41,7 @@ from dsh_loop_brake._breaker_config import (
     resolve_config,
 )
 from dsh_loop_brake.harness.hookspecs import hookimpl
+from dsh_loop_brake.stores._settings import open_row_store, resolve_store_setting
 
 __all__ = [
     "DEFAULTS",
@@ -61,14 +62,28 @@ __all__ = [
 PLUGIN_NAME: Final = "dsh-circuit-breaker"
 ROW_ID: Final = "circuit-breaker"
 
+# How the row's store is named in messages, and the error a store it cannot use is.
+_STORE_MESSAGES: Final[dict[str, Any]] = {
+    "brake": "circuit breaker",
+    "source": "the circuit-breaker patch row",
+    "error": CircuitBreakerConfigError,
+}
+
 
 def apply(ctx: Any, config: object = None) -> CircuitBreaker:
     """Validate ``config``, install the breaker's guard on ``ctx.tools`` and return the breaker.
 
-    The config is validated before the registry is touched. Disposing the context's fiber removes
-    the guard and forgets all state. With ``enabled: false`` no guard is installed.
+    The config is validated before the registry is touched; then the row's ``store`` (else
+    ``DSH_LOOP_BRAKE_STORE``, else ``memory:``) is opened and reached once (a relative
+    ``sqlite:`` path is under ``ctx.home``, the harness's ``DSH_HOME``, when the host has one).
+    Disposing the context's fiber removes the guard, forgets the state held in memory (a shared
+    store is left as it is: it belongs to every process that uses it) and closes the store. With
+    ``enabled: false`` no guard is installed.
     """
     settings = resolve_config(config)
+    store_setting = resolve_store_setting(
+        config if isinstance(config, Mapping) else None, **_STORE_MESSAGES
+    )
     tools = getattr(ctx, "tools", None)
     guard: Callable[[Callable[[Any], str | None]], object] | None = getattr(tools, "guard", None)
     effect: Callable[[Callable[[], object]], object] | None = getattr(ctx, "effect", None)
@@ -82,22 +97,30 @@ def apply(ctx: Any, config: object = None) -> CircuitBreaker:
             f"{PLUGIN_NAME} needs ctx.effect(callback) to be undone on dispose; apply it in a host"
             " that provides fiber effects (see docs/harness.md)"
         )
-    breaker = CircuitBreaker(settings)
-    install_guard = guard
+    store = open_row_store(store_setting, ctx, **_STORE_MESSAGES)
+    try:
+        breaker = CircuitBreaker(settings, store=store)
+        install_guard = guard
 
-    def install() -> Callable[[], None]:
-        remove = install_guard(breaker.check) if settings.enabled else None
+        def install() -> Callable[[], None]:
+            remove = install_guard(breaker.check) if settings.enabled else None
 
-        def dispose() -> None:
-            try:
-                if callable(remove):
-                    remove()
-            finally:
-                breaker._close()
+            def dispose() -> None:
+                try:
+                    if callable(remove):
+                        remove()
+                finally:
+                    try:
+                        breaker._close()
+                    finally:
+                        store.close()  # the store apply opened
 
-        return dispose
+            return dispose
 
-    effect(install)
+        effect(install)
+    except BaseException:
+        store.close()  # all or nothing: nothing applied, nothing left open
+        raise
     return breaker
 
 

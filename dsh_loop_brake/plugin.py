@@ -45,6 +45,7 @@ from dsh_loop_brake._wrapping import (
 )
 from dsh_loop_brake.harness.hookspecs import hookimpl
 from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrake, resolve_max_repeats
+from dsh_loop_brake.stores._settings import open_row_store, resolve_store_setting
 
 __all__ = ["ROW_ID", "apply", "dsh_apply"]
 
@@ -59,10 +60,16 @@ class _Row(Protocol):
 
 
 def apply(ctx: Any, config: Any = None) -> LoopBrake:
-    """Validate ``config``, brake ``ctx.tools`` and return the live ``LoopBrake``."""
+    """Validate ``config``, brake ``ctx.tools`` and return the live ``LoopBrake``.
+
+    The row's ``store`` (else ``DSH_LOOP_BRAKE_STORE``, else ``memory:``) is opened and reached
+    once here, after validation and before the registry is touched; a relative ``sqlite:`` path
+    is under ``ctx.home`` (the harness's ``DSH_HOME``) when the host has one. Dispose closes it.
+    """
     # Validate first: a brake with other teeth than the profile asked for must be refused now,
     # not found out once a loop is already burning tokens.
-    brake = LoopBrake(resolve_max_repeats(config))
+    max_repeats = resolve_max_repeats(config)
+    store_setting = resolve_store_setting(config)
     tools = getattr(ctx, "tools", None)
     if not callable(getattr(tools, "register", None)):
         raise TypeError(
@@ -74,8 +81,14 @@ def apply(ctx: Any, config: Any = None) -> LoopBrake:
             f"{PLUGIN_NAME} needs ctx.effect(callback) to be undone on dispose; "
             "apply it in a host that provides fiber effects (see docs/harness.md)"
         )
-    installation = _Installation(tools, brake)
-    ctx.effect(installation.install)
+    store = open_row_store(store_setting, ctx)
+    try:
+        brake = LoopBrake(max_repeats, store=store)
+        installation = _Installation(tools, brake)
+        ctx.effect(installation.install)
+    except BaseException:
+        store.close()  # all or nothing: nothing applied, nothing left open
+        raise
     return brake
 
 
@@ -129,10 +142,18 @@ class _Installation:
         # Off first: definitions braked while the plugin lived run unbraked from now on, and a
         # call already inside a seam is not denied after dispose.
         self._switch.on = False
-        for patch in reversed(self._patches):
-            patch.undo()
-        # A brake that remembered across a reload would deny a fresh run's first call.
-        self._brake.reset()
+        try:
+            for patch in reversed(self._patches):
+                patch.undo()
+        finally:
+            store = self._brake.store
+            try:
+                # A brake that remembered across a reload would deny a fresh run's first call.
+                # A shared store belongs to every process that uses it: left as it is.
+                if not store.shared:
+                    self._brake.reset()
+            finally:
+                store.close()  # the store the plugin opened at apply
 
     # -- the register seam ---------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from dsh_loop_brake.harness.plugins import load_plugin
 from dsh_loop_brake.harness.tools import ToolRegistry
 from dsh_loop_brake.harness.types import Origin, Row, ToolExecution, ToolResult
 from dsh_loop_brake.loop_brake import LoopBrakeConfigError, ToolCallDenied
+from dsh_loop_brake.stores import StoreError
 
 if TYPE_CHECKING:
     from dsh_loop_brake.harness.patches import Composition
@@ -41,10 +42,19 @@ class Harness:
 
     __slots__ = ("_disposed", "_fibers", "_handles", "composition", "ctx", "rows")
 
-    def __init__(self, rows: Sequence[Row], composition: Composition | None = None) -> None:
-        """Create an empty harness; use :meth:`boot` or :meth:`from_rows` to apply rows."""
+    def __init__(
+        self,
+        rows: Sequence[Row],
+        composition: Composition | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Create an empty harness; use :meth:`boot` or :meth:`from_rows` to apply rows.
+
+        ``home`` is the dsh home the plugins see as ``ctx.home`` (relative store paths).
+        """
         root = Fiber("root")
-        self.ctx = Context(ToolRegistry(root), root)
+        self.ctx = Context(ToolRegistry(root), root, None if home is None else Path(home))
         self.rows: tuple[Row, ...] = tuple(rows)
         self.composition = composition
         self._fibers: list[Fiber] = []
@@ -67,18 +77,26 @@ class Harness:
         (for tests and embedding hosts); ``environ`` stands in for ``os.environ`` (``DSH_HOME``).
         """
         from dsh_loop_brake.harness.layers import compose
+        from dsh_loop_brake.harness.profiles import resolve_home
 
         composition = compose(profile, home, [Path(p) for p in patches], environ=environ)
-        harness = cls(composition.rows, composition)
+        harness = cls(composition.rows, composition, home=resolve_home(home, environ))
         harness._apply(plugins)
         return harness
 
     @classmethod
     def from_rows(
-        cls, rows: Iterable[Row], *, plugins: Mapping[str, object] | None = None
+        cls,
+        rows: Iterable[Row],
+        *,
+        plugins: Mapping[str, object] | None = None,
+        home: str | os.PathLike[str] | None = None,
     ) -> Harness:
-        """Apply exactly these rows, in order (disabled ones are skipped); used by replay."""
-        harness = cls(tuple(rows))
+        """Apply exactly these rows, in order (disabled ones are skipped); used by replay.
+
+        ``home`` is the dsh home the plugins see as ``ctx.home`` (``None``: ``$DSH_HOME``).
+        """
+        harness = cls(tuple(rows), home=home)
         harness._apply(plugins)
         return harness
 
@@ -163,9 +181,11 @@ class Harness:
                 self._fibers.append(fiber)
                 try:
                     with fiber.activate():
-                        handle = manager.hook.dsh_apply(ctx=Context(self.ctx.tools, fiber), row=row)
-                except LoopBrakeConfigError as error:
-                    # The fix is in the patch that supplied the value: say which file and line.
+                        ctx = Context(self.ctx.tools, fiber, self.ctx.home)
+                        handle = manager.hook.dsh_apply(ctx=ctx, row=row)
+                except (LoopBrakeConfigError, StoreError) as error:
+                    # The fix is in the patch that supplied the value (or the store the row
+                    # names): say which file and line.
                     origin = row.config_origin(error.key)
                     raise locate(error, *_where(origin)) from None
                 if handle is None:

@@ -15,6 +15,7 @@ call's streak count and hash prefix are read from the live brake right after it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Final, final
@@ -60,6 +61,20 @@ class _Tally:
         self.first_denial: FirstDenial | None = None
 
 
+def _in_memory(row: Row) -> Row:
+    """``row`` with its streaks in a fresh memory store, whatever store it names.
+
+    Replay answers "what would the brake have denied in these transcripts": a shared store would
+    mix in (and keep) counts of live agents, and the replay's own would reach theirs.
+    """
+    config = row.config
+    if config is None:
+        config = {}
+    elif not isinstance(config, Mapping):
+        return row  # the plugin refuses it, saying why
+    return dataclasses.replace(row, config={**config, "store": "memory:"})
+
+
 @final
 class _Lane:
     """One harness with the loop-brake row at one setting, and the sessions it replayed."""
@@ -78,7 +93,7 @@ class _Lane:
     )
 
     def __init__(self, row: Row, plugins: Mapping[str, object] | None) -> None:
-        self.harness = Harness.from_rows([row], plugins=plugins)
+        self.harness = Harness.from_rows([_in_memory(row)], plugins=plugins)
         try:
             brake = self.harness.handle(row.id)
             if not isinstance(brake, LoopBrake):

@@ -51,7 +51,7 @@ from dsh_loop_brake.stores._url import REDIS_SCHEMES, redact_url, shown
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["SOCKET_TIMEOUT", "MissingExtraError", "RedisStore"]
+__all__ = ["SOCKET_TIMEOUT", "MissingExtraError", "RedisStore", "check_redis_url"]
 
 #: Seconds a connection made from a URL waits to connect, and for each answer.
 SOCKET_TIMEOUT: Final = 2.0
@@ -181,6 +181,13 @@ def _check_url(url: str) -> None:
             problem = "has a database that is not a number (write redis://host:6379/0)"
     if problem is not None:
         raise StoreConfigError(f"store {shown(url)}: the URL {problem}", url=redact_url(url))
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse, without connecting, a Redis URL that can never work: malformed, or the ``redis``
+    extra not installed (``StoreConfigError``, ``MissingExtraError``)."""
+    _check_url(url)
+    _import_redis(url)
 
 
 def _client_url(client: Any) -> str:
