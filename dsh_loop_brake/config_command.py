@@ -25,6 +25,7 @@ from dsh_loop_brake.harness.profiles import default_home, profile_dir, resolve_h
 from dsh_loop_brake.harness.types import Origin, Row
 from dsh_loop_brake.profile_options import (
     CIRCUIT_BREAKER_ROW,
+    DEFAULT_STORE,
     LOOP_BRAKE_ROW,
     CircuitBreakerSetting,
     LoopBrakeSetting,
@@ -34,6 +35,9 @@ from dsh_loop_brake.profile_options import (
     resolve_circuit_breaker,
     resolve_loop_brake,
 )
+from dsh_loop_brake.stores import redact_url
+from dsh_loop_brake.stores._settings import STORE_ENV_VAR, StoreSetting
+from dsh_loop_brake.stores._url import sqlite_path
 
 __all__ = ["add_arguments", "run"]
 
@@ -72,22 +76,32 @@ def run(args: argparse.Namespace) -> int:
 def _as_json(brake: LoopBrakeSetting, breaker: CircuitBreakerSetting | None) -> dict[str, Any]:
     resolved = brake.max_repeats
     return {
-        "row": None if brake.row is None else brake.row.as_dict(),
+        "row": None if brake.row is None else _row_json(brake.row),
         "maxRepeats": None if resolved is None else resolved.value,
         "source": None if resolved is None else resolved.source.label,
         "skipped": [entry.as_dict() for entry in brake.composition.skipped],
         "circuitBreaker": None if breaker is None else _breaker_json(breaker),
         "store": brake.store,
-        "ignoredEnv": [] if resolved is None else list(resolved.ignored_env),
+        "ignoredEnv": _ignored_env(brake, breaker),
     }
+
+
+def _ignored_env(brake: LoopBrakeSetting, breaker: CircuitBreakerSetting | None) -> list[str]:
+    """Every environment variable set but losing to a row, once, in the order first met."""
+    names = brake.ignored_env + (() if breaker is None else breaker.ignored_env)
+    return list(dict.fromkeys(names))
 
 
 def _breaker_json(breaker: CircuitBreakerSetting) -> dict[str, Any]:
     return {
-        "row": breaker.row.as_dict(),
+        "row": _row_json(breaker.row),
         "config": breaker.config,
         "sources": {
-            key: "default" if origin is None else str(origin)
+            key: "default"
+            if origin is None
+            else origin.label
+            if isinstance(origin, Source)
+            else str(origin)
             for key, origin in breaker.sources.items()
         },
     }
@@ -120,7 +134,7 @@ def _print_text(
             notes = [_max_repeats_source(row, resolved.source)]
             notes += [f"{name}={_shown_env(name)} is ignored" for name in resolved.ignored_env]
             out.write(f"maxRepeats: {resolved.value} ({'; '.join(notes)})\n")
-        out.write(f"store: {brake.store}{_store_note(brake.store)}\n")
+        _print_store(brake.store_setting, row, home, out)
     _print_breaker(breaker, out)
     skipped = brake.composition.skipped
     if not skipped:
@@ -148,7 +162,9 @@ def _print_breaker(breaker: CircuitBreakerSetting | None, out: TextIO) -> None:
     for key, value in breaker.config.items():
         origin = breaker.sources.get(key)
         earlier = row.overridden(f"config.{key}")
-        if origin is None:
+        if isinstance(origin, Source):  # the environment (store only)
+            where = f"from {origin}; the row does not set it"
+        elif origin is None:
             where = "default"
             if earlier:
                 where += f"; {_replaced_by(row)} replaced the config that set it at " + _list(
@@ -169,11 +185,24 @@ def _state(row: Row, off: str) -> str:
     return "enabled"
 
 
+def _row_json(row: Row) -> dict[str, Any]:
+    document = row.as_dict()
+    document["config"] = _shown_config(row.config)
+    return document
+
+
+def _shown_config(config: object) -> object:
+    """A row's config as it may be shown: a ``store`` URL with its password as ``***``."""
+    if isinstance(config, Mapping) and isinstance(config.get("store"), str):
+        return {**config, "store": redact_url(config["store"])}
+    return config
+
+
 def _config_line(row: Row) -> str:
     if row.config is None:
         shown = "none (the defaults)"
     else:
-        shown = json.dumps(row.config, ensure_ascii=False, default=str)
+        shown = json.dumps(_shown_config(row.config), ensure_ascii=False, default=str)
     where = row.sources.get("config")
     if where is None:
         return shown
@@ -210,13 +239,47 @@ def _list(origins: Iterable[Origin]) -> str:
 
 def _shown_env(name: str, environ: Mapping[str, str] | None = None) -> str:
     value = (os.environ if environ is None else environ).get(name, "")
+    if name == STORE_ENV_VAR:
+        value = redact_url(value.strip())  # a store URL's password is never printed
     return value if _PLAIN.match(value) else json.dumps(value)
 
 
-def _store_note(store: str) -> str:
-    if store == "memory:":
-        return " (the default: the brake's counts live in this process's memory)"
-    return ""
+def _print_store(setting: StoreSetting | None, row: Row, home: Path, out: TextIO) -> None:
+    """``store:`` (password as ``***``) and where it came from; ``sessionTtl:`` when it
+    matters (a shared store, or a row that sets it)."""
+    if setting is None:
+        out.write(f"store: {DEFAULT_STORE}{_MEMORY_NOTE}\n")
+        return
+    source = setting.source
+    if source.kind == "default":
+        note = _MEMORY_NOTE
+    else:
+        if source.kind == "row":
+            notes = [f"from {source}{_overriding(row.overridden('config.store'))}"]
+        else:
+            notes = [f"from the environment variable {STORE_ENV_VAR}; the row does not set it"]
+        notes += [f"{name}={_shown_env(name)} is ignored" for name in setting.ignored_env]
+        if setting.url.startswith("sqlite:"):
+            notes.append(f"the file {_sqlite_file(setting.url, home)}")
+        note = f" ({'; '.join(notes)})"
+    out.write(f"store: {setting.shown}{note}\n")
+    if not setting.is_memory or setting.ttl_source.kind != "default":
+        ttl = setting.ttl_source
+        where = "the default" if ttl.kind == "default" else f"from {ttl}"
+        if setting.is_memory:
+            where += "; the memory store never forgets"
+        out.write(f"sessionTtl: {setting.session_ttl} ({where})\n")
+
+
+_MEMORY_NOTE: Final = " (the default: the brake's counts live in this process's memory)"
+
+
+def _sqlite_file(url: str, home: Path) -> str:
+    """Where a ``sqlite:`` store's file is (a relative path is under the dsh home)."""
+    try:
+        return sqlite_path(url, home)
+    except Exception:  # already refused by the resolution; nothing more to say here
+        return url
 
 
 def _install_hint(profile: str, home: Path) -> str:

@@ -10,6 +10,8 @@ Shared by ``config``, ``replay`` and every command to come, so no command import
   (row, then environment, then default) with a typed :class:`~dsh_loop_brake._config.Source`
   carrying the patch file and line; a bad value is a ``LoopBrakeConfigError`` whose message
   starts with that file and line;
+* :func:`row_store` — a row's ``store`` and ``sessionTtl`` resolved as its plugin does (row,
+  then ``DSH_LOOP_BRAKE_STORE``, then ``memory:``), checked without opening the store;
 * :func:`resolve_circuit_breaker` — the ``circuit-breaker`` row's every key, resolved and
   validated as the plugin does at apply, with the layer (file:line) or default of each.
 """
@@ -32,6 +34,13 @@ from dsh_loop_brake.harness.patches import Composition
 from dsh_loop_brake.harness.profiles import profile_dir, profile_names
 from dsh_loop_brake.harness.types import Origin, Row
 from dsh_loop_brake.loop_brake import LoopBrakeConfigError
+from dsh_loop_brake.stores._settings import (
+    DEFAULT_STORE,
+    ConfigErrorFactory,
+    StoreSetting,
+    loop_brake_config_error,
+    resolve_store_setting,
+)
 
 __all__ = [
     "CIRCUIT_BREAKER_ROW",
@@ -46,13 +55,11 @@ __all__ = [
     "resolve_circuit_breaker",
     "resolve_loop_brake",
     "row_max_repeats",
+    "row_store",
 ]
 
 LOOP_BRAKE_ROW: Final = "loop-brake"
 CIRCUIT_BREAKER_ROW: Final = circuit_breaker.ROW_ID
-
-DEFAULT_STORE: Final = "memory:"
-"""The loop brake's store when its row configures none (the stores add ``store`` to the row)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,9 +159,22 @@ class LoopBrakeSetting:
     max_repeats: Resolved | None
     composition: Composition
     problem: str | None = None
-    # The store URL the brake keeps its streaks in (password as ***). The row's `store` key and
-    # DSH_LOOP_BRAKE_STORE come with the stores; until then every brake keeps them in memory.
-    store: str = DEFAULT_STORE
+    # Where the brake keeps its streaks (row, then DSH_LOOP_BRAKE_STORE, then memory:), with the
+    # file and line that set it; None without a row, or for a disabled row that is unusable.
+    store_setting: StoreSetting | None = None
+
+    @property
+    def store(self) -> str:
+        """The store URL with any password shown as ``***`` (``memory:`` when none is set)."""
+        return DEFAULT_STORE if self.store_setting is None else self.store_setting.shown
+
+    @property
+    def ignored_env(self) -> tuple[str, ...]:
+        """The environment variables that are set but lose to this row."""
+        ignored = () if self.max_repeats is None else self.max_repeats.ignored_env
+        if self.store_setting is not None:
+            ignored += self.store_setting.ignored_env
+        return ignored
 
 
 def resolve_loop_brake(
@@ -170,11 +190,12 @@ def resolve_loop_brake(
         return LoopBrakeSetting(None, None, composition)
     try:
         resolved = row_max_repeats(row, environ)
+        store = row_store(row, environ)
     except LoopBrakeConfigError as error:
         if not row.disabled:
             raise
         return LoopBrakeSetting(row, None, composition, problem=str(error))
-    return LoopBrakeSetting(row, resolved, composition)
+    return LoopBrakeSetting(row, resolved, composition, store_setting=store)
 
 
 def row_max_repeats(row: Row, environ: Mapping[str, str] | None = None) -> Resolved:
@@ -200,6 +221,43 @@ def row_max_repeats(row: Row, environ: Mapping[str, str] | None = None) -> Resol
     return resolved.with_source(located)
 
 
+def row_store(
+    row: Row,
+    environ: Mapping[str, str] | None = None,
+    *,
+    brake: str = "loop brake",
+    source: str = "the loop-brake patch row",
+    error: ConfigErrorFactory = loop_brake_config_error,
+) -> StoreSetting:
+    """The row's ``store`` and ``sessionTtl`` as its plugin resolves them (row, then
+    ``DSH_LOOP_BRAKE_STORE``, then ``memory:``), with the file and line that set each; checked
+    without opening the store.
+
+    A bad value raises the plugin's ``LoopBrakeConfigError``, prefixed with the file and line
+    of the key at fault (a value from the environment names the variable instead).
+    """
+    config = row.config if isinstance(row.config, Mapping) else None
+    try:
+        setting = resolve_store_setting(config, environ, brake=brake, source=source, error=error)
+    except LoopBrakeConfigError as problem:
+        origin = None if problem.key is None else row.config_origin(problem.key)
+        if origin is not None:
+            locate(problem, origin.path, origin.line)
+        raise
+    return setting.located(
+        _located(setting.source, row, "store"), _located(setting.ttl_source, row, "sessionTtl")
+    )
+
+
+def _located(source: Source, row: Row, key: str) -> Source:
+    if source.kind != "row":
+        return source
+    origin = row.config_origin(key)
+    return source.located(
+        None if origin is None else origin.path, None if origin is None else origin.line
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The circuit-breaker row
 
@@ -216,11 +274,20 @@ class CircuitBreakerSetting:
 
     row: Row
     config: dict[str, object] | None
-    sources: dict[str, Origin | None]
+    # Origin: the patch that set it; None: the default; a Source: the environment (store only).
+    sources: dict[str, Origin | Source | None]
     problem: str | None = None
+    store_setting: StoreSetting | None = None
+
+    @property
+    def ignored_env(self) -> tuple[str, ...]:
+        """The environment variables that are set but lose to this row."""
+        return () if self.store_setting is None else self.store_setting.ignored_env
 
 
-def resolve_circuit_breaker(composition: Composition) -> CircuitBreakerSetting | None:
+def resolve_circuit_breaker(
+    composition: Composition, environ: Mapping[str, str] | None = None
+) -> CircuitBreakerSetting | None:
     """Resolve the ``circuit-breaker`` row as the plugin would at apply; None without one.
 
     Raises ``CircuitBreakerConfigError`` (a ``LoopBrakeConfigError``; message prefixed with the
@@ -238,8 +305,31 @@ def resolve_circuit_breaker(composition: Composition) -> CircuitBreakerSetting |
         if not row.disabled:
             raise
         return CircuitBreakerSetting(row, None, {}, problem=str(error))
+    try:
+        store = row_store(
+            row,
+            environ,
+            brake="circuit breaker",
+            source="the circuit-breaker patch row",
+            error=circuit_breaker.CircuitBreakerConfigError,
+        )
+    except LoopBrakeConfigError as error:
+        if not row.disabled:
+            raise
+        return CircuitBreakerSetting(row, None, {}, problem=str(error))
     given = row.config or {}
-    sources = {
+    sources: dict[str, Origin | Source | None] = {
         key: row.config_origin(key) if given.get(key) is not None else None for key in resolved
     }
-    return CircuitBreakerSetting(row, resolved, sources)
+    resolved["store"] = store.shown  # never the password
+    resolved["sessionTtl"] = store.session_ttl
+    sources["store"] = _origin(store.source, row, "store")
+    sources["sessionTtl"] = _origin(store.ttl_source, row, "sessionTtl")
+    return CircuitBreakerSetting(row, resolved, sources, store_setting=store)
+
+
+def _origin(source: Source, row: Row, key: str) -> Origin | Source | None:
+    """How ``sources`` says where a store key came from: the patch, the environment, or None."""
+    if source.kind == "row":
+        return row.config_origin(key)
+    return source if source.kind == "env" else None

@@ -69,6 +69,8 @@ def test_the_breaker_row_is_shown_with_every_key_and_its_source(
         "ignoreArgs": ["description", "explanation", "reason", "thought", "purpose"],
         "denyMessage": DEFAULT_DENY_MESSAGE,
         "incidentLog": "",
+        "store": "memory:",
+        "sessionTtl": 86400,
     }
     assert breaker["sources"] == {
         "enabled": "default",
@@ -80,6 +82,8 @@ def test_the_breaker_row_is_shown_with_every_key_and_its_source(
         "ignoreArgs": "default",
         "denyMessage": "default",
         "incidentLog": "default",
+        "store": "default",
+        "sessionTtl": "default",
     }
     text = run_cli("config", "--home", str(home)).stdout
     assert f"circuit-breaker: plugin dsh-circuit-breaker, inserted by {patch}:2; enabled\n" in text

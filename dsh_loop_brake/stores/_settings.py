@@ -175,8 +175,10 @@ def resolve_store_setting(
     else:
         url, origin, where, key = DEFAULT_STORE, Source("default"), "the default", None
     if not isinstance(url, str):
+        # Only a scalar is shown: a list or mapping could hold the URL, password and all.
+        got = short_repr(url) if isinstance(url, (int, float)) else f"a {type(url).__name__}"
         raise error(
-            f"{brake}: store must be a store URL ({_URLS}), got {short_repr(url)} (from {where})",
+            f"{brake}: store must be a store URL ({_URLS}) as a string, got {got} (from {where})",
             key,
         )
     try:
