@@ -31,7 +31,7 @@ settings.register_profile("dsh", deadline=None)
 settings.load_profile("dsh")
 
 # Variables that change what the brake or the harness does; never inherited from the developer.
-_CONTROLLED = ("DSH_LOOP_BRAKE_MAX_REPEATS", "DSH_HOME")
+_CONTROLLED = ("DSH_LOOP_BRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_STORE", "DSH_HOME")
 
 
 @pytest.fixture(autouse=True)

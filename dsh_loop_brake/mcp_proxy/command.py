@@ -68,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
     )
     with Brakes.from_profile(args.profile, home=args.home) as brakes:
         if max_repeats is not None:
-            brakes.loop_brake = LoopBrake(max_repeats)
+            # Other teeth, the same memory: the row's store (and with it its session TTL).
+            replaced = brakes.loop_brake
+            store = None if replaced is None else replaced.store
+            brakes.loop_brake = LoopBrake(max_repeats, store=store)
         # One proxy process is one session: its own id, so proxies sharing a store never
         # share a streak or a breaker's count.
         note = _notes()
