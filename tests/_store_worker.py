@@ -3,7 +3,11 @@
 It opens the store, prints ``ready``, waits for a line on standard input (so that every worker
 starts at once), runs SPEC's operations and prints their results as one JSON line. SPEC is JSON:
 ``{"op": "advance", "session": ..., "calls": N}`` or ``{"op": "judge", "agent": ..., "calls": N,
-"duplicate_limit": L, "window": W, "cap": C, "distinct": bool}``.
+"duplicate_limit": L, "window": W, "cap": C, "distinct": bool}`` on the store itself, or through
+the brakes: ``{"op": "check", "session": ..., "calls": N, "max_repeats": M}`` (``LoopBrake.check``;
+a result is the count returned, or ``["denied", count]``) and ``{"op": "check_call", "agent": ...,
+"calls": N, "cap": C}`` (``CircuitBreaker.check_call`` of distinct calls; ``None`` or
+``[kind, count]``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,32 @@ def main() -> None:
     print("ready", flush=True)
     sys.stdin.readline()
     results: list[object] = []
-    if spec["op"] == "advance":
+    if spec["op"] == "check":
+        from dsh_loop_brake import LoopBrake, LoopBrakeError
+
+        brake = LoopBrake(spec["max_repeats"], store=store)
+        for _ in range(spec["calls"]):
+            try:
+                results.append(brake.check("search", {"q": "weather"}, session_id=spec["session"]))
+            except LoopBrakeError as denial:
+                results.append(["denied", denial.count])
+        assert brake.store_errors == 0
+    elif spec["op"] == "check_call":
+        from dsh_loop_brake.circuit_breaker import (
+            CircuitBreaker,
+            CircuitBreakerError,
+            resolve_config,
+        )
+
+        breaker = CircuitBreaker(resolve_config({"maxCallsPerAgent": spec["cap"]}), store=store)
+        for i in range(spec["calls"]):
+            try:
+                breaker.check_call("fetch", {"page": f"{os.getpid()} {i}"}, agent=spec["agent"])
+                results.append(None)
+            except CircuitBreakerError as denial:
+                results.append([denial.kind, denial.count])
+        assert breaker.store_errors == 0
+    elif spec["op"] == "advance":
         digest = _digest('search\n{"q":"weather"}')
         for _ in range(spec["calls"]):
             results.append(store.advance_streak(spec["session"], digest))

@@ -1,4 +1,5 @@
-"""Exact counts under many processes: 8 processes of 200 checks each, on SQLite and on Redis."""
+"""Exact counts under many processes: 8 processes of 200 checks each, on SQLite and on Redis --
+on the stores themselves, and through the brakes that use them."""
 
 from __future__ import annotations
 
@@ -125,3 +126,30 @@ def test_every_allowed_call_is_in_the_window_exactly_once(
         # A window one smaller drops the oldest: now it is the 1600th.
         denial = store.judge_call("agent-1", digest, duplicate_limit=total, window=total - 1, cap=0)
         assert denial is not None and denial.count == total
+
+
+# --- through the brakes -------------------------------------------------------------------------
+
+
+def test_through_the_loop_brake_each_count_is_handed_out_exactly_once(
+    url: str, cli_env: dict[str, str]
+) -> None:
+    # Half the calls are denied: the counts returned and the counts of the denials between them
+    # are every count from 1 to 1600, each once.
+    limit = PROCESSES * CALLS // 2 + 1
+    spec = {"op": "check", "session": "one", "calls": CALLS, "max_repeats": limit}
+    results = run_workers(url, spec, cli_env)
+    allowed = [r for result in results for r in result if isinstance(r, int)]
+    denied = [r[1] for result in results for r in result if isinstance(r, list)]
+    assert sorted(allowed) == list(range(1, limit))
+    assert sorted(denied) == list(range(limit, PROCESSES * CALLS + 1))
+    assert all(r[0] == "denied" for result in results for r in result if isinstance(r, list))
+
+
+def test_through_the_circuit_breaker_the_cap_admits_exactly_cap_calls(
+    url: str, cli_env: dict[str, str]
+) -> None:
+    spec = {"op": "check_call", "agent": "agent-1", "calls": CALLS, "cap": 1000}
+    answers = [a for result in run_workers(url, spec, cli_env) for a in result]
+    assert answers.count(None) == 1000
+    assert Counter(tuple(a) for a in answers if a is not None) == {("cap", 1000): 600}
