@@ -32,12 +32,14 @@ from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrakeConfigError
 from dsh_loop_brake.mcp_proxy import command as mcp_proxy_command
 from dsh_loop_brake.profile_options import add_profile_options
 from dsh_loop_brake.replay import command as replay_command
+from dsh_loop_brake.stores import StoreError
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "parse_arguments"]
 
 PROG = "dsh-loop-brake"
 
-USER_ERRORS = (HarnessError, LoopBrakeConfigError, OSError)
+# A store a row names that cannot be reached at apply (StoreError) is the user's to fix too.
+USER_ERRORS = (HarnessError, LoopBrakeConfigError, StoreError, OSError)
 """What a user can cause and fix: shown as one line on stderr, exit code 2."""
 
 

@@ -270,7 +270,7 @@ def test_unidentifiable_calls_still_count_toward_the_cap() -> None:
         ("del\x7fnel\x85", "del\\u007fnel\\u0085"),
         ("\u2028line\u2029", "\\u2028line\\u2029"),
         ("lone\ud800", "lone\\ud800"),
-        ('quote"\'', 'quote"\''),
+        ("quote\"'", "quote\"'"),
         ("\u8bfb\u53d6\u6587\u4ef6", "\u8bfb\u53d6\u6587\u4ef6"),  # non-ASCII as it is
     ],
 )

@@ -58,9 +58,7 @@ def test_a_third_party_bundle_is_found_loaded_and_braked(
     assert manifest.path == acme_installed / "plugin.toml"
     profile = dsh_home / "profiles" / "default"
     profile.mkdir(parents=True)
-    (profile / "profile.yml").write_text(
-        "bundles: [dsh-loop-brake, acme-echo]\n", encoding="utf-8"
-    )
+    (profile / "profile.yml").write_text("bundles: [dsh-loop-brake, acme-echo]\n", encoding="utf-8")
     row = compose().row("echo")
     assert row is not None and row.sources["id"].layer.path == acme_installed / "cordis.patch.yml"
 

@@ -178,8 +178,10 @@ def test_subclass_methods_that_raise_are_never_called_for_keys_and_scalars() -> 
         "e": QuietList([1, 2]),
         "f": HostileNumber(0.25),
     }
-    assert canonical_json(hostile) == canonical_json(plain) == (
-        '{"a":1,"b":"two","c":3.5,"d":7,"e":[1,2],"f":0.25}'
+    assert (
+        canonical_json(hostile)
+        == canonical_json(plain)
+        == ('{"a":1,"b":"two","c":3.5,"d":7,"e":[1,2],"f":0.25}')
     )
     brake = LoopBrake(max_repeats=2)
     assert brake.check("t", plain) == 1

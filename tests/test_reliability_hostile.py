@@ -146,7 +146,7 @@ def test_a_10_mb_string_costs_at_most_3x_its_size_in_memory() -> None:
 
 
 def test_a_10_mb_non_ascii_string_with_escapes_is_identified() -> None:
-    chunk = "ü\n\"\\€😀"
+    chunk = 'ü\n"\\€😀'
     big = {"content": chunk * (10 * 1024 * 1024 // len(chunk.encode()))}
     assert canonical_json(big).startswith('{"content":"ü\\n\\"\\\\€😀')
     assert call_hash("t", big) == call_hash("t", {"content": str(big["content"])})
