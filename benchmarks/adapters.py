@@ -513,5 +513,6 @@ def main() -> None:
     print("of the plain cost; check: Brakes.check alone, sampled between the hook's samples (the")
     print("rest of the hook alone is the adapter reading the framework's context).")
 
+
 if __name__ == "__main__":
     main()

@@ -4,13 +4,16 @@
 
 Prints, measured in one run:
 
-* memory: ``MemoryStore.advance_streak`` beside the streak update ``LoopBrake.check`` makes
-  inline today (a locked dict read and write of one packed int);
+* memory: ``MemoryStore.advance_streak`` beside the streak update ``LoopBrake.check`` made
+  inline before it had a store (a locked dict read and write of one packed int);
 * SQLite: ``SQLiteStore.advance_streak`` (and ``judge_call``) beside one bare upsert statement
-  (``INSERT ... ON CONFLICT DO UPDATE SET count = count + 1``) on the store's own connection;
-  target: advance_streak <= 1.5x the bare upsert;
+  (``INSERT ... ON CONFLICT DO UPDATE SET count = count + 1``) on the store's own connection, and
+  a whole check through the brake, ``LoopBrake(store=SQLiteStore).check`` (hashing the call
+  included; ``CircuitBreaker.check_call`` beside ``judge_call``); target: advance_streak and the
+  brake's check <= 1.5x the bare upsert;
 * Redis: ``RedisStore.advance_streak`` (and ``judge_call``) beside one bare round trip of a
-  trivial script (``return 1``, by EVALSHA) on the store's own client; target: <= 1.25x;
+  trivial script (``return 1``, by EVALSHA) on the store's own client, and the same checks through
+  the brakes; target: advance_streak and the brake's check <= 1.25x;
 * throughput with 1, 4 and 8 processes on each shared store, every process checking its own
   session as fast as it can.
 
@@ -40,11 +43,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsh_loop_brake.stores import MemoryStore, RedisStore, SQLiteStore, open_store
+from dsh_loop_brake import LoopBrake
+from dsh_loop_brake.circuit_breaker import CircuitBreaker, resolve_config
+from dsh_loop_brake.stores import MemoryStore, RedisStore, SQLiteStore, Store, open_store
 
 DIGESTS = [hashlib.sha256(f"call {n}".encode()).digest() for n in range(2)]
 SESSIONS = [f"agent-{n:04d}" for n in range(1000)]
 LIMITS = {"duplicate_limit": 10**9, "window": 200, "cap": 0}
+# The same limits as a breaker's row, and the call the brakes check: a small, realistic one.
+BREAKER = resolve_config({"duplicateLimit": 100_000, "window": 100_000, "maxCallsPerAgent": 0})
+CALLS = [("search", {"q": "weather in Paris", "max_results": 5}), ("read", {"path": "a.py"})]
 
 Contenders = dict[str, Callable[[int], object]]
 
@@ -67,12 +75,28 @@ def interleaved(
 
 def report(title: str, samples: dict[str, list[float]], baseline: str, target: str = "") -> None:
     print(f"\n{title}")
-    print(f"  {'':44} {'median':>10} {'vs ' + baseline:>22}")
+    print(f"  {'':52} {'median':>10} {'vs ' + baseline:>22}")
     base = samples[baseline]
     for name, values in samples.items():
         ratio = statistics.median(a / b for a, b in zip(values, base, strict=True))
-        mark = f"  (target {target})" if target and name.startswith("advance") else ""
-        print(f"  {name:44} {statistics.median(values) * 1e6:8.2f}us {ratio:21.3f}x{mark}")
+        targeted = name.startswith(("advance", "LoopBrake"))
+        mark = f"  (target {target})" if target and targeted else ""
+        print(f"  {name:52} {statistics.median(values) * 1e6:8.2f}us {ratio:21.3f}x{mark}")
+
+
+def brakes_on(store: Store) -> tuple[Callable[[int], object], Callable[[int], object]]:
+    """A whole check through each brake on ``store``: one session's same call, and 50 agents."""
+    brake = LoopBrake(10**9, store=store)
+    breaker = CircuitBreaker(BREAKER, store=store)
+
+    def check(number: int) -> int:
+        return brake.check(*CALLS[0], session_id="agent-0001")
+
+    def check_call(number: int) -> None:
+        tool, args = CALLS[number & 1]
+        breaker.check_call(tool, args, agent=SESSIONS[number % 50])
+
+    return check, check_call
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -80,7 +104,7 @@ def report(title: str, samples: dict[str, list[float]], baseline: str, target: s
 
 def memory(rounds: int, batch: int) -> None:
     store = MemoryStore()
-    # What LoopBrake.check does inline today, step for step.
+    # What LoopBrake.check did inline before it had a store, step for step.
     lock, streaks = threading.Lock(), {}
     mask, unit = (1 << 256) - 1, 1 << 256
 
@@ -102,14 +126,14 @@ def memory(rounds: int, batch: int) -> None:
 
     samples = interleaved(
         {
-            "inline streak update (LoopBrake.check today)": inline,
+            "inline streak update (no store)": inline,
             "MemoryStore.advance_streak": advance,
         },
         rounds,
         batch * 10,
         time.process_time,
     )
-    report("memory (CPU time per call)", samples, "inline streak update (LoopBrake.check today)")
+    report("memory (CPU time per call)", samples, "inline streak update (no store)")
 
 
 # --- SQLite -----------------------------------------------------------------------------------
@@ -146,12 +170,15 @@ def sqlite_group(path: Path, contender: str, rounds: int, batch: int) -> None:
     def judge(number: int) -> object:
         return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
 
+    check, check_call = brakes_on(store)
     contenders: Contenders = {"bare upsert statement": bare}
     if contender == "advance_streak":
         contenders["advance_streak, one session, same call"] = repeat
         contenders["advance_streak, 300 sessions, calls change"] = mixed
+        contenders["LoopBrake(store=SQLiteStore).check, same call"] = check
     else:
         contenders["judge_call, 50 agents, window 200"] = judge
+        contenders["CircuitBreaker(store=SQLiteStore).check_call"] = check_call
     for number in range(2000):  # every session exists: updates, not inserts, are measured
         for work in contenders.values():
             work(number)
@@ -186,19 +213,24 @@ def redis_store(url: str, rounds: int, batch: int) -> None:
     def judge(number: int) -> object:
         return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
 
+    check, check_call = brakes_on(store)
     for group in (
         {
             "advance_streak, one session, same call": repeat,
             "advance_streak, 300 sessions, calls change": mixed,
+            "LoopBrake(store=RedisStore).check, same call": check,
         },
-        {"judge_call, 50 agents, window 200": judge},
+        {
+            "judge_call, 50 agents, window 200": judge,
+            "CircuitBreaker(store=RedisStore).check_call": check_call,
+        },
     ):
         contenders: Contenders = {"bare script round trip (return 1)": bare, **group}
         for number in range(2000):
             for work in contenders.values():
                 work(number)
         samples = interleaved(contenders, rounds, batch, time.perf_counter)
-        what = "advance_streak" if len(group) > 1 else "judge_call"
+        what = "advance_streak" if len(group) > 2 else "judge_call"
         report(
             f"Redis {what} (wall time per call, loopback)",
             samples,

@@ -378,13 +378,6 @@ class MemoryStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    @property
-    def streaks(self) -> dict[str, int]:
-        """The live packed streaks (read them, never change them): for in-process readers that
-        read a streak after every call, such as replay, where ``read_streak`` would cost more.
-        A value is ``count << STREAK_DIGEST_BITS | int.from_bytes(digest, "big")``."""
-        return self._streaks
-
     # -- the loop brake's streaks --
 
     def advance_streak(self, session: str, digest: bytes) -> int:

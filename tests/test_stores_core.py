@@ -88,14 +88,13 @@ def test_the_memory_store_keeps_a_session_within_256_bytes() -> None:
     assert per_session <= 256, per_session
 
 
-def test_the_memory_store_exposes_its_packed_streaks_for_in_process_readers() -> None:
+def test_the_memory_store_reads_a_streak_back_as_it_was_advanced() -> None:
     store = MemoryStore()
     digest = hashlib.sha256(b"x").digest()
     store.advance_streak("s", digest)
-    store.advance_streak("s", digest)
-    packed = store.streaks["s"]
-    assert packed >> STREAK_DIGEST_BITS == 2
-    assert (packed & ((1 << STREAK_DIGEST_BITS) - 1)).to_bytes(DIGEST_SIZE, "big") == digest
+    assert store.advance_streak("s", digest) == 2
+    assert store.read_streak("s") == (digest, 2)
+    assert len(digest) == DIGEST_SIZE and STREAK_DIGEST_BITS == 8 * DIGEST_SIZE
 
 
 def test_the_memory_store_bounds_the_agents_it_keys_by_id() -> None:
