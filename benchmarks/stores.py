@@ -9,7 +9,8 @@ Prints, measured in one run:
 * SQLite: ``SQLiteStore.advance_streak`` (and ``judge_call``) beside one bare upsert statement
   (``INSERT ... ON CONFLICT DO UPDATE SET count = count + 1``) on the store's own connection, and
   a whole check through the brake, ``LoopBrake(store=SQLiteStore).check`` (hashing the call
-  included; ``CircuitBreaker.check_call`` beside ``judge_call``); target: advance_streak and the
+  included; ``CircuitBreaker.check_call`` beside ``judge_call``), also beside hashing the call
+  then the bare upsert (what no brake's check can do without); target: advance_streak and the
   brake's check <= 1.5x the bare upsert;
 * Redis: ``RedisStore.advance_streak`` (and ``judge_call``) beside one bare round trip of a
   trivial script (``return 1``, by EVALSHA) on the store's own client, and the same checks through
@@ -44,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dsh_loop_brake import LoopBrake
+from dsh_loop_brake._canonical import call_digest
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, resolve_config
 from dsh_loop_brake.stores import MemoryStore, RedisStore, SQLiteStore, Store, open_store
 
@@ -53,6 +55,8 @@ LIMITS = {"duplicate_limit": 10**9, "window": 200, "cap": 0}
 # The same limits as a breaker's row, and the call the brakes check: a small, realistic one.
 BREAKER = resolve_config({"duplicateLimit": 100_000, "window": 100_000, "maxCallsPerAgent": 0})
 CALLS = [("search", {"q": "weather in Paris", "max_results": 5}), ("read", {"path": "a.py"})]
+HASHED_UPSERT = "hashing the call, then the bare upsert"
+HASHED_TRIP = "hashing the call, then the bare round trip"
 
 Contenders = dict[str, Callable[[int], object]]
 
@@ -73,15 +77,28 @@ def interleaved(
     return samples
 
 
-def report(title: str, samples: dict[str, list[float]], baseline: str, target: str = "") -> None:
+def report(
+    title: str,
+    samples: dict[str, list[float]],
+    baseline: str,
+    target: str = "",
+    hashed: str | None = None,
+) -> None:
+    """Each contender's median and its ratio to ``baseline``; the checks through a brake also
+    to ``hashed``, the same baseline with the call's hashing before it (what a brake's check
+    cannot do without: identify the call, then one step in the store)."""
     print(f"\n{title}")
-    print(f"  {'':52} {'median':>10} {'vs ' + baseline:>22}")
+    print(f"  {'':52} {'median':>10} {'vs ' + baseline:>36}")
     base = samples[baseline]
     for name, values in samples.items():
         ratio = statistics.median(a / b for a, b in zip(values, base, strict=True))
         targeted = name.startswith(("advance", "LoopBrake"))
         mark = f"  (target {target})" if target and targeted else ""
-        print(f"  {name:52} {statistics.median(values) * 1e6:8.2f}us {ratio:21.3f}x{mark}")
+        if hashed is not None and name.startswith(("LoopBrake", "CircuitBreaker")):
+            floor = samples[hashed]
+            own = statistics.median(a / b for a, b in zip(values, floor, strict=True))
+            mark += f"; {own:.3f}x the hashing + {baseline}"
+        print(f"  {name:52} {statistics.median(values) * 1e6:8.2f}us {ratio:35.3f}x{mark}")
 
 
 def brakes_on(store: Store) -> tuple[Callable[[int], object], Callable[[int], object]]:
@@ -170,8 +187,12 @@ def sqlite_group(path: Path, contender: str, rounds: int, batch: int) -> None:
     def judge(number: int) -> object:
         return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
 
+    def hashed_bare(number: int) -> None:
+        call_digest(*CALLS[number & 1])
+        bare(number)
+
     check, check_call = brakes_on(store)
-    contenders: Contenders = {"bare upsert statement": bare}
+    contenders: Contenders = {"bare upsert statement": bare, HASHED_UPSERT: hashed_bare}
     if contender == "advance_streak":
         contenders["advance_streak, one session, same call"] = repeat
         contenders["advance_streak, 300 sessions, calls change"] = mixed
@@ -188,6 +209,7 @@ def sqlite_group(path: Path, contender: str, rounds: int, batch: int) -> None:
         samples,
         "bare upsert statement",
         "<= 1.5x",
+        HASHED_UPSERT,
     )
     store.close()
 
@@ -202,6 +224,10 @@ def redis_store(url: str, rounds: int, batch: int) -> None:
     trivial()
 
     def bare(number: int) -> object:
+        return trivial()
+
+    def hashed_bare(number: int) -> object:
+        call_digest(*CALLS[number & 1])
         return trivial()
 
     def repeat(number: int) -> int:
@@ -225,17 +251,26 @@ def redis_store(url: str, rounds: int, batch: int) -> None:
             "CircuitBreaker(store=RedisStore).check_call": check_call,
         },
     ):
-        contenders: Contenders = {"bare script round trip (return 1)": bare, **group}
+        contenders: Contenders = {
+            "bare script round trip (return 1)": bare,
+            HASHED_TRIP: hashed_bare,
+            **group,
+        }
         for number in range(2000):
             for work in contenders.values():
                 work(number)
         samples = interleaved(contenders, rounds, batch, time.perf_counter)
-        what = "advance_streak" if len(group) > 2 else "judge_call"
+        what = (
+            "advance_streak"
+            if "LoopBrake(store=RedisStore).check, same call" in group
+            else "judge_call"
+        )
         report(
             f"Redis {what} (wall time per call, loopback)",
             samples,
             "bare script round trip (return 1)",
             "<= 1.25x",
+            HASHED_TRIP,
         )
     store.forget_streaks()
     store.forget_breaker()
