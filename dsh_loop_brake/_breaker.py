@@ -418,23 +418,19 @@ class CircuitBreaker:
         digest = self._identify(tool, arguments_of(source)) if tool is not None else None
         limit, window, cap = self._limits
         denial: BreakerDenial | None
-        if self._by_id:
-            key = _agent_id(agent)
-        else:
+        if not self._by_id:
             with self._lock:
                 if self._closed:
                     return None
                 state = self._window_of(agent)
                 if state is not None:
                     denial = state.judge(digest, limit, window, cap)
-                    key = None
-                else:
-                    key = _plain_str(agent)
-                    key = (key or None) if key is not None else _agent_id(agent)
             if state is not None:
                 return self._reported(denial, shown, agent)
         if self._closed:
             return None
+        # In the store under the agent's id (``None``: the no-agent state).
+        key = _agent_id(agent)
         try:
             denial = self._store.judge_call(
                 key, digest, duplicate_limit=limit, window=window, cap=cap

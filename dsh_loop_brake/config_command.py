@@ -25,7 +25,6 @@ from dsh_loop_brake.harness.profiles import default_home, profile_dir, resolve_h
 from dsh_loop_brake.harness.types import Origin, Row
 from dsh_loop_brake.profile_options import (
     CIRCUIT_BREAKER_ROW,
-    DEFAULT_STORE,
     LOOP_BRAKE_ROW,
     CircuitBreakerSetting,
     LoopBrakeSetting,
@@ -248,8 +247,7 @@ def _print_store(setting: StoreSetting | None, row: Row, home: Path, out: TextIO
     """``store:`` (password as ``***``) and where it came from; ``sessionTtl:`` when it
     matters (a shared store, or a row that sets it)."""
     if setting is None:
-        out.write(f"store: {DEFAULT_STORE}{_MEMORY_NOTE}\n")
-        return
+        return  # a disabled row whose config is unusable: the maxRepeats line says why
     source = setting.source
     if source.kind == "default":
         note = _MEMORY_NOTE

@@ -195,9 +195,7 @@ def render_table(report: Report, *, setting: str | None = None, cut: bool = Fals
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def _session_rows(
-    sessions: Sequence[SessionReport], base: str, cut: bool
-) -> list[tuple[str, ...]]:
+def _session_rows(sessions: Sequence[SessionReport], base: str, cut: bool) -> list[tuple[str, ...]]:
     """A line per transcript, then a line per session; a file that is one session is one line."""
     fit = _fit if cut else _whole
     rows: list[tuple[str, ...]] = []
