@@ -82,15 +82,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from typing import Any, Final, Literal, Protocol, final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, final
 
 from dsh_loop_brake._short_repr import short_repr
 
 __all__ = [
+    "DEFAULT_SESSION_TTL",
     "DENIAL_MARKS",
     "DIGEST_SIZE",
     "MAX_COUNT",
     "MAX_SESSION_TTL",
+    "SESSION_TTL_RULE",
     "STREAK_DIGEST_BITS",
     "BreakerDenial",
     "BreakerWindow",
@@ -98,10 +100,12 @@ __all__ = [
     "Store",
     "StoreConfigError",
     "StoreError",
+    "StoreNamedByUrl",
     "check_breaker_call",
     "check_digest",
     "check_key",
     "check_session_ttl",
+    "check_streak_call",
 ]
 
 #: The length of a call digest (SHA-256) in bytes.
@@ -112,6 +116,12 @@ MAX_COUNT: Final = 2**53 - 1
 
 #: The longest session_ttl a store accepts: 100 years, "never" for any agent run.
 MAX_SESSION_TTL: Final = 100 * 366 * 86400
+
+#: A shared store's session_ttl unless told otherwise (a row's ``sessionTtl`` too): one day.
+DEFAULT_SESSION_TTL: Final = 86400
+
+#: The session_ttl values a store accepts, as every message about one says it.
+SESSION_TTL_RULE: Final = f"an integer number of seconds from 1 to {MAX_SESSION_TTL} (100 years)"
 
 
 class StoreError(Exception):
@@ -218,6 +228,35 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+_Named = TypeVar("_Named", bound="StoreNamedByUrl")
+
+
+class StoreNamedByUrl:
+    """What every store says alike: ``str(store)`` is its ``url`` (password as ``***``),
+    ``repr(store)`` is ``<ClassName url>``, and ``with store:`` closes it at the end."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def url(self) -> str: ...
+
+        def close(self) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __enter__(self: _Named) -> _Named:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 # --- argument checks, shared by every store so that all give the same errors ------------------
 
 
@@ -243,6 +282,14 @@ def check_digest(value: object, *, optional: bool = False) -> None:
     raise TypeError(f"store: a call digest must be {allowed}, got {type(value).__name__}")
 
 
+def check_streak_call(session: object, digest: object) -> None:
+    """The checks of ``advance_streak``'s arguments, in the order every store makes them."""
+    if type(session) is str and type(digest) is bytes and len(digest) == DIGEST_SIZE:
+        return  # the usual call: nothing to say
+    check_key(session, "session")
+    check_digest(digest)
+
+
 def _check_count(value: object, what: str, minimum: int) -> None:
     if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
         raise TypeError(f"store: {what} must be an int, got {type(value).__name__}")
@@ -266,9 +313,7 @@ def check_session_ttl(value: object, url: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SESSION_TTL:
         return int(value)
     raise StoreConfigError(
-        f"store {url}: session_ttl must be an integer number of seconds from 1 to"
-        f" {MAX_SESSION_TTL} (100 years), got {short_repr(value)}",
-        url=url,
+        f"store {url}: session_ttl must be {SESSION_TTL_RULE}, got {short_repr(value)}", url=url
     )
 
 
@@ -343,7 +388,7 @@ class BreakerWindow:
 
 
 @final
-class MemoryStore:
+class MemoryStore(StoreNamedByUrl):
     """The process's own memory: the default store, private to the brake that holds it.
 
     No expiry, exactly as a brake without a store behaves. Thread-safe: every change is made
@@ -366,24 +411,12 @@ class MemoryStore:
         self._no_agent: BreakerWindow | None = None
         self._max_agents = max_agents
 
-    def __repr__(self) -> str:
-        return "<MemoryStore memory:>"
-
-    def __str__(self) -> str:
-        return "memory:"
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- the loop brake's streaks --
 
     def advance_streak(self, session: str, digest: bytes) -> int:
+        # check_streak_call's test written out: a call fewer on the default path of every check
         if type(session) is not str or type(digest) is not bytes or len(digest) != DIGEST_SIZE:
-            check_key(session, "session")  # the rare path: say exactly what is wrong
-            check_digest(digest)
+            check_streak_call(session, digest)  # the rare path: say exactly what is wrong
         call = _int_from_bytes(digest, "big")
         lock = self._lock
         lock.acquire()  # rather than `with`, which costs twice as much on every call's path

@@ -24,6 +24,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from dsh_loop_brake._store import (
+    DEFAULT_SESSION_TTL,
     BreakerDenial,
     MemoryStore,
     Store,
@@ -31,7 +32,7 @@ from dsh_loop_brake._store import (
     StoreError,
     check_session_ttl,
 )
-from dsh_loop_brake.stores._url import redact_url, scheme_of, sqlite_path
+from dsh_loop_brake.stores._url import check_memory_url, redact_url, scheme_of, sqlite_path
 
 if TYPE_CHECKING:
     from dsh_loop_brake.stores._redis import MissingExtraError, RedisStore
@@ -54,7 +55,7 @@ __all__ = [
 def open_store(
     url: str,
     *,
-    session_ttl: int = 86400,
+    session_ttl: int = DEFAULT_SESSION_TTL,
     home: str | os.PathLike[str] | None = None,
 ) -> Store:
     """Open the store ``url`` names and reach it once.
@@ -70,14 +71,9 @@ def open_store(
     credentials. Messages name the URL with any password shown as ``***``.
     """
     scheme = scheme_of(url)
-    shown_url = redact_url(url)
     if scheme == "memory":
-        check_session_ttl(session_ttl, shown_url)
-        if url != "memory:":
-            raise StoreConfigError(
-                f"store {shown_url}: the URL is malformed; the memory store is just memory:",
-                url=shown_url,
-            )
+        check_session_ttl(session_ttl, redact_url(url))
+        check_memory_url(url)
         return MemoryStore()
     if scheme == "sqlite":
         from dsh_loop_brake.stores._sqlite import SQLiteStore

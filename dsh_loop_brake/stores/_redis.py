@@ -37,14 +37,16 @@ from typing import TYPE_CHECKING, Any, Final, final
 from urllib.parse import urlsplit
 
 from dsh_loop_brake._store import (
+    DEFAULT_SESSION_TTL,
     DIGEST_SIZE,
     BreakerDenial,
     StoreConfigError,
     StoreError,
+    StoreNamedByUrl,
     check_breaker_call,
-    check_digest,
     check_key,
     check_session_ttl,
+    check_streak_call,
 )
 from dsh_loop_brake.stores._url import REDIS_SCHEMES, redact_url, shown
 
@@ -207,7 +209,7 @@ def _client_url(client: Any) -> str:
 
 
 @final
-class RedisStore:
+class RedisStore(StoreNamedByUrl):
     """The brakes' state in Redis, shared by every process (on any machine) that uses it.
 
     ``url_or_client`` is a ``redis://``, ``rediss://`` or ``unix://`` URL as
@@ -236,7 +238,7 @@ class RedisStore:
         self,
         url_or_client: str | redis.Redis,
         *,
-        session_ttl: int = 86400,
+        session_ttl: int = DEFAULT_SESSION_TTL,
         prefix: str = "dsh-loop-brake:",
     ) -> None:
         if isinstance(url_or_client, str):
@@ -306,24 +308,10 @@ class RedisStore:
         """The redis-py client the store talks through."""
         return self._client  # type: ignore[no-any-return]
 
-    def __repr__(self) -> str:
-        return f"<RedisStore {self._url}>"
-
-    def __str__(self) -> str:
-        return self._url
-
-    def __enter__(self) -> RedisStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- the loop brake's streaks --
 
     def advance_streak(self, session: str, digest: bytes) -> int:
-        if type(session) is not str or type(digest) is not bytes or len(digest) != DIGEST_SIZE:
-            check_key(session, "session")
-            check_digest(digest)
+        check_streak_call(session, digest)
         key = self._streak_prefix + session.encode("utf-8", "surrogatepass")
         try:
             count = self._advance((key,), (digest + _token(TOKEN_SIZE),))

@@ -22,13 +22,21 @@ from dsh_loop_brake._config import Source, integer_value
 from dsh_loop_brake._errors import LoopBrakeConfigError
 from dsh_loop_brake._short_repr import short_repr
 from dsh_loop_brake._store import (
+    DEFAULT_SESSION_TTL,
     MAX_SESSION_TTL,
+    SESSION_TTL_RULE,
     MemoryStore,
     Store,
     StoreConfigError,
     StoreError,
 )
-from dsh_loop_brake.stores._url import redact_url, scheme_of, shown, sqlite_path
+from dsh_loop_brake.stores._url import (
+    MEMORY_URL,
+    check_memory_url,
+    redact_url,
+    scheme_of,
+    sqlite_path,
+)
 
 __all__ = [
     "DEFAULT_SESSION_TTL",
@@ -45,8 +53,7 @@ __all__ = [
 ]
 
 STORE_ENV_VAR: Final = "DSH_LOOP_BRAKE_STORE"
-DEFAULT_STORE: Final = "memory:"
-DEFAULT_SESSION_TTL: Final = 86400
+DEFAULT_STORE: Final = MEMORY_URL
 #: The row keys that say where a brake's state lives (both rows take them).
 STORE_KEYS: Final = ("store", "sessionTtl")
 
@@ -133,11 +140,7 @@ def check_store_url(url: str) -> None:
     """Refuse, without any I/O, a store URL that can never work (``StoreConfigError``)."""
     scheme = scheme_of(url)
     if scheme == "memory":
-        if url != DEFAULT_STORE:
-            raise StoreConfigError(
-                f"store {shown(url)}: the URL is malformed; the memory store is just memory:",
-                url=redact_url(url),
-            )
+        check_memory_url(url)
     elif scheme == "sqlite":
         sqlite_path(url, os.sep)  # its form only: where a relative path lands is for opening
     else:
@@ -191,8 +194,8 @@ def resolve_store_setting(
         number = integer_value(ttl_value)
         if number is None or not 1 <= number <= MAX_SESSION_TTL:
             raise error(
-                f"{brake}: sessionTtl must be an integer number of seconds from 1 to"
-                f" {MAX_SESSION_TTL} (100 years), got {short_repr(ttl_value)} (from {source})",
+                f"{brake}: sessionTtl must be {SESSION_TTL_RULE}, got {short_repr(ttl_value)}"
+                f" (from {source})",
                 "sessionTtl",
             )
         ttl, ttl_origin = number, Source("row")

@@ -54,15 +54,16 @@ from collections.abc import Callable
 from typing import Final, TypeVar, final
 
 from dsh_loop_brake._store import (
+    DEFAULT_SESSION_TTL,
     DENIAL_MARKS,
-    DIGEST_SIZE,
     BreakerDenial,
     StoreConfigError,
     StoreError,
+    StoreNamedByUrl,
     check_breaker_call,
-    check_digest,
     check_key,
     check_session_ttl,
+    check_streak_call,
 )
 from dsh_loop_brake.stores._url import shown
 
@@ -457,7 +458,7 @@ def _use_wal(db: sqlite3.Connection, url: str, deadline: float) -> None:
 
 
 @final
-class SQLiteStore:
+class SQLiteStore(StoreNamedByUrl):
     """The brakes' state in one SQLite file, shared by every process of this machine that opens it.
 
     ``path`` is used as given (``~`` expanded; relative to the current directory, fixed now);
@@ -488,7 +489,7 @@ class SQLiteStore:
         self,
         path: str | os.PathLike[str],
         *,
-        session_ttl: int = 86400,
+        session_ttl: int = DEFAULT_SESSION_TTL,
         busy_timeout: float = MAX_BUSY_TIMEOUT,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -539,24 +540,10 @@ class SQLiteStore:
     def session_ttl(self) -> int:
         return self._ttl
 
-    def __repr__(self) -> str:
-        return f"<SQLiteStore {self._url}>"
-
-    def __str__(self) -> str:
-        return self._url
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- the loop brake's streaks --
 
     def advance_streak(self, session: str, digest: bytes) -> int:
-        if type(session) is not str or type(digest) is not bytes or len(digest) != DIGEST_SIZE:
-            check_key(session, "session")
-            check_digest(digest)
+        check_streak_call(session, digest)
         key = session.encode("utf-8", "surrogatepass")
         _in_flight.append(None)  # what _fenced does, written out on the busiest path
         if _forking:

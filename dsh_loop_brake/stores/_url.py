@@ -15,7 +15,9 @@ from typing import Final
 from dsh_loop_brake._store import StoreConfigError
 
 __all__ = [
+    "MEMORY_URL",
     "REDIS_SCHEMES",
+    "check_memory_url",
     "default_home",
     "redact_url",
     "scheme_of",
@@ -23,6 +25,8 @@ __all__ = [
     "sqlite_path",
 ]
 
+#: The memory store's URL, the only one it has: the default store.
+MEMORY_URL: Final = "memory:"
 REDIS_SCHEMES: Final = ("redis", "rediss", "unix")
 _KNOWN: Final = "memory:, sqlite:PATH, redis://, rediss:// or unix://"
 
@@ -99,6 +103,15 @@ def scheme_of(url: object) -> str:
         f" one of {_KNOWN}",
         url=redact_url(url),
     )
+
+
+def check_memory_url(url: str) -> None:
+    """Refuse a ``memory:`` URL with anything after the colon: the memory store has one URL."""
+    if url != MEMORY_URL:
+        raise StoreConfigError(
+            f"store {shown(url)}: the URL is malformed; the memory store is just {MEMORY_URL}",
+            url=redact_url(url),
+        )
 
 
 def default_home() -> str:
