@@ -10,25 +10,20 @@ Checking needs neither pluggy nor the harness; only ``from_profile`` imports the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeVar, final
+
 from dsh_loop_brake._brake import LoopBrake
 from dsh_loop_brake._breaker import CircuitBreaker
 from dsh_loop_brake._breaker_config import CircuitBreakerConfigError
 from dsh_loop_brake._errors import InvalidMaxRepeatsError, LoopBrakeConfigError, ToolCallDenied
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable
-    from typing import TypeVar, final
 
     from dsh_loop_brake.harness import Harness, Row
 
-    _Handle = TypeVar("_Handle", LoopBrake, CircuitBreaker)
-else:
-
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
-
+_Handle = TypeVar("_Handle", LoopBrake, CircuitBreaker)
 
 __all__ = ["Brakes"]
 
@@ -91,6 +86,7 @@ class Brakes:
         the file and line it came from; a malformed patch file raises the harness's error.
         Call :meth:`close` when done (or use ``with``).
         """
+        from dsh_loop_brake._bundle_row import loop_brake_bundle_row
         from dsh_loop_brake.circuit_breaker import ROW_ID as CIRCUIT_BREAKER_ROW
         from dsh_loop_brake.harness import Harness, compose
         from dsh_loop_brake.harness.profiles import resolve_home
@@ -98,7 +94,7 @@ class Brakes:
 
         home = resolve_home(home)  # also where a relative sqlite: store path lands
         composition = compose(profile, home, patches)
-        loop_row = composition.row(LOOP_BRAKE_ROW) or _bundle_row()
+        loop_row = composition.row(LOOP_BRAKE_ROW) or loop_brake_bundle_row()
         breaker_row = composition.row(CIRCUIT_BREAKER_ROW)
         rows = [row for row in (loop_row, breaker_row) if row is not None]
         try:
@@ -135,24 +131,6 @@ class Brakes:
 
     def __repr__(self) -> str:
         return f"Brakes(loop_brake={self.loop_brake!r}, circuit_breaker={self.circuit_breaker!r})"
-
-
-def _bundle_row() -> Row:
-    """``loop-brake`` as this package's own bundle patch inserts it (no config: the defaults)."""
-    from dsh_loop_brake.harness import HarnessError, Layer, Row, compose_layers, find_manifest
-    from dsh_loop_brake.loop_brake import PLUGIN_NAME
-    from dsh_loop_brake.plugin import ROW_ID
-
-    try:
-        manifest = find_manifest(PLUGIN_NAME)
-        if manifest.patch is not None:
-            layer = Layer("bundle", manifest.patch, f"bundle {PLUGIN_NAME}")
-            row = compose_layers([layer]).row(ROW_ID)
-            if row is not None:
-                return row
-    except HarnessError:
-        pass  # not installed as a distribution: the bundle patch says exactly this
-    return Row(id=ROW_ID, name=PLUGIN_NAME, config=None)
 
 
 def _handle(harness: Harness, row: Row | None, kind: type[_Handle]) -> _Handle | None:

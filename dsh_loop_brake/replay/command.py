@@ -18,13 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, TextIO, final
 
+from dsh_loop_brake._bundle_row import loop_brake_bundle_row
 from dsh_loop_brake._config import Resolved, Source
 from dsh_loop_brake.exits import EXIT_DENIED, EXIT_OK, EXIT_USAGE, error_line, warn, write_line
 from dsh_loop_brake.harness import HarnessError, Row
-from dsh_loop_brake.harness.manifest import find_manifest
-from dsh_loop_brake.harness.patches import compose_layers
 from dsh_loop_brake.harness.profiles import resolve_home
-from dsh_loop_brake.harness.types import Layer
 from dsh_loop_brake.loop_brake import (
     ENV_VAR,
     PLUGIN_NAME,
@@ -300,7 +298,7 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
     composition = compose_profile(args.profile, home, args.patches)
     row = composition.row(ROW_ID)
     if row is None:
-        row = _bundle_row()
+        row = loop_brake_bundle_row()
         if override is None:
             err.line(
                 f"note: profile {args.profile!r} has no {ROW_ID} row; replaying with "
@@ -320,20 +318,6 @@ def _loop_brake_row(args: argparse.Namespace, override: int | None, err: _Stderr
     # Validated here, not at apply, so a bad value is reported with the file and line it came from.
     resolved = row_max_repeats(row, os.environ)
     return _Setting(Row(id=row.id, name=row.name, config=row.config), resolved)
-
-
-def _bundle_row() -> Row:
-    """``loop-brake`` as this package's own bundle patch inserts it (no config: the defaults)."""
-    try:
-        manifest = find_manifest(PLUGIN_NAME)
-        if manifest.patch is not None:
-            layer = Layer("bundle", manifest.patch, f"bundle {PLUGIN_NAME}")
-            row = compose_layers([layer]).row(ROW_ID)
-            if row is not None:
-                return row
-    except HarnessError:
-        pass  # not installed as a distribution: the bundle patch says exactly this
-    return Row(id=ROW_ID, name=PLUGIN_NAME, config=None)
 
 
 # ---------------------------------------------------------------------------------------------
