@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Final
 
 from dsh_loop_brake._short_repr import json_literal
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Final
 
 __all__ = ["WARN_EVERY", "store_failed"]
 
