@@ -13,7 +13,7 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Final, Literal, TypeVar, final
 
 from dsh_loop_brake._brakes import Brakes
@@ -22,6 +22,7 @@ from dsh_loop_brake._execution import session_of
 
 __all__ = [
     "OnDeny",
+    "SessionRule",
     "Verdicts",
     "check_session",
     "missing_framework",
@@ -72,6 +73,31 @@ def check_session(session: T | None, where: str) -> T | None:
             f"got {type(session).__name__}"
         )
     return session
+
+
+@final
+class SessionRule:
+    """Which session an adapter counts a call in, from what its framework hands the hook.
+
+    ``session`` is the user's ``session=`` (a function of that object, checked here), else the
+    adapter's own ``default`` reading of it; either answer becomes a session key through
+    ``session_of`` (``str()`` of it, or "default" for none).
+    """
+
+    __slots__ = ("_read",)
+
+    def __init__(
+        self,
+        session: Callable[[Any], object] | None,
+        default: Callable[[Any], object],
+        *,
+        where: str,
+    ) -> None:
+        chosen = check_session(session, where)
+        self._read = chosen if chosen is not None else default
+
+    def __call__(self, context: object) -> str:
+        return session_of(self._read(context))
 
 
 @final

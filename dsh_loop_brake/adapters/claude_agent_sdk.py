@@ -25,8 +25,8 @@ from typing import Any, Literal
 from dsh_loop_brake._brakes import Brakes
 from dsh_loop_brake.adapters._common import (
     OnDeny,
+    SessionRule,
     Verdicts,
-    check_session,
     missing_framework,
     session_of,
 )
@@ -67,19 +67,15 @@ def loop_brake_hook(
 ) -> Callable[[HookInput, str | None, HookContext], Any]:
     """The ``PreToolUse`` hook callback itself, for a ``HookMatcher`` of your own."""
     verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-    session = check_session(session, _WHERE)
+    session_rule = SessionRule(session, _session, where=_WHERE)
 
     async def dsh_loop_brake(
         input_data: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
         if input_data.get("hook_event_name") != "PreToolUse":
             return {}  # registered for another event by hand: no opinion
-        if session is not None:
-            session_id = session_of(session(input_data))
-        else:
-            session_id = _session(input_data)
         denial = verdicts.judge(
-            str(input_data.get("tool_name")), input_data.get("tool_input"), session_id
+            str(input_data.get("tool_name")), input_data.get("tool_input"), session_rule(input_data)
         )
         if denial is None:
             return {}  # no opinion; never "allow", which would skip the user's permission rules

@@ -23,13 +23,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dsh_loop_brake._brakes import Brakes
-from dsh_loop_brake.adapters._common import (
-    OnDeny,
-    Verdicts,
-    check_session,
-    missing_framework,
-    session_of,
-)
+from dsh_loop_brake.adapters._common import OnDeny, SessionRule, Verdicts, missing_framework
 
 try:
     from google.adk.plugins import BasePlugin
@@ -58,7 +52,7 @@ class LoopBrakePlugin(BasePlugin):
     ) -> None:
         super().__init__(name=name)
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = check_session(session, _WHERE)
+        self._session = SessionRule(session, _adk_session, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -75,10 +69,7 @@ class LoopBrakePlugin(BasePlugin):
         """``None`` to let the call run, or the denial as the tool's response."""
         if tool_context.tool_confirmation is not None:
             return None  # a confirmed call presented again: it was counted when first presented
-        if self._session is not None:
-            session_id = session_of(self._session(tool_context))
-        else:
-            session_id = session_of(tool_context.session.id)
+        session_id = self._session(tool_context)
         denial = self._verdicts.judge(tool.name, tool_args, session_id)
         del tool, tool_args, tool_context  # a raised denial leaves no frame with the arguments
         if denial is None:
@@ -86,3 +77,8 @@ class LoopBrakePlugin(BasePlugin):
         if self._verdicts.raises:
             raise denial
         return {"error": str(denial)}
+
+
+def _adk_session(tool_context: ToolContext) -> object:
+    """ADK's own session: the one the tool context belongs to."""
+    return tool_context.session.id

@@ -23,13 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_loop_brake._brakes import Brakes
 from dsh_loop_brake._errors import ToolCallDenied
-from dsh_loop_brake.adapters._common import (
-    OnDeny,
-    Verdicts,
-    check_session,
-    missing_framework,
-    session_of,
-)
+from dsh_loop_brake.adapters._common import OnDeny, SessionRule, Verdicts, missing_framework
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
@@ -57,7 +51,7 @@ class LoopBrakeMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = check_session(session, _WHERE)
+        self._session = SessionRule(session, _thread_id, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -94,10 +88,7 @@ class LoopBrakeMiddleware(AgentMiddleware):
         call = request.tool_call
         name, arguments = call["name"], call.get("args")
         runtime = request.runtime
-        if self._session is not None:
-            session_id = session_of(self._session(request))
-        else:
-            session_id = _thread_id(runtime)
+        session_id = self._session(request)
         if runtime is None:  # outside a graph: nothing tells one presentation from another
             return self._verdicts.judge(name, arguments, session_id)
         # The ToolNode makes one runtime per call it executes; a handler called again (a retry
@@ -115,9 +106,8 @@ class LoopBrakeMiddleware(AgentMiddleware):
         return f"LoopBrakeMiddleware({self._verdicts.brakes!r})"
 
 
-def _thread_id(runtime: object) -> str:
-    """The run's ``configurable.thread_id``, or "default"."""
-    config = getattr(runtime, "config", None)
+def _thread_id(request: ToolCallRequest) -> object:
+    """The run's ``configurable.thread_id``, or ``None``."""
+    config = getattr(request.runtime, "config", None)
     configurable = config.get("configurable") if isinstance(config, dict) else None
-    thread_id = configurable.get("thread_id") if isinstance(configurable, dict) else None
-    return session_of(thread_id)
+    return configurable.get("thread_id") if isinstance(configurable, dict) else None

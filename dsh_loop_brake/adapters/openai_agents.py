@@ -45,13 +45,7 @@ from typing import Any, Final
 from dsh_loop_brake._brakes import Brakes
 from dsh_loop_brake._breaker import CircuitBreakerError
 from dsh_loop_brake._errors import LoopBrakeError, ToolCallDenied
-from dsh_loop_brake.adapters._common import (
-    OnDeny,
-    Verdicts,
-    check_session,
-    missing_framework,
-    session_of,
-)
+from dsh_loop_brake.adapters._common import OnDeny, SessionRule, Verdicts, missing_framework
 
 try:
     from agents import (
@@ -180,15 +174,14 @@ def loop_brake_guardrail(
     """A tool input guardrail that denies the calls the brakes deny, before the tool runs."""
     where = "loop_brake_guardrail"
     verdicts = Verdicts(brakes, on_deny, where=where)
-    session = check_session(session, where)
     runs = _Runs()
+    session_rule = SessionRule(
+        session, lambda context: runs.session(context, verdicts.brakes), where=where
+    )
 
     def dsh_loop_brake(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
-        if session is not None:
-            session_id = session_of(session(context))
-        else:
-            session_id = runs.session(context, verdicts.brakes)
+        session_id = session_rule(context)
         name, arguments = context.tool_name, context.tool_arguments
         if _checks_before_approval(context):
             # The SDK may run this guardrail for one call twice: before the approval and again

@@ -25,13 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_loop_brake._brakes import Brakes
-from dsh_loop_brake.adapters._common import (
-    OnDeny,
-    Verdicts,
-    check_session,
-    missing_framework,
-    session_of,
-)
+from dsh_loop_brake.adapters._common import OnDeny, SessionRule, Verdicts, missing_framework
 
 try:
     from pydantic_ai import RunContext, ToolFailed
@@ -62,7 +56,7 @@ class LoopBrakeCapability(AbstractCapability[Any]):
         on_deny: OnDeny = "message",
     ) -> None:
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = check_session(session, _WHERE)
+        self._session = SessionRule(session, _conversation_id, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -87,11 +81,7 @@ class LoopBrakeCapability(AbstractCapability[Any]):
         handler: WrapToolExecuteHandler,
     ) -> Any:
         """Execute the call through ``handler`` unless the brakes deny it."""
-        if self._session is not None:
-            session_id = session_of(self._session(ctx))
-        else:
-            session_id = session_of(ctx.conversation_id or ctx.run_id)
-        denial = self._verdicts.judge(call.tool_name, call.args or {}, session_id)
+        denial = self._verdicts.judge(call.tool_name, call.args or {}, self._session(ctx))
         if denial is None:
             return await handler(args)
         del ctx, call, tool_def, args, handler  # a raised denial leaves no frame with arguments
@@ -101,6 +91,11 @@ class LoopBrakeCapability(AbstractCapability[Any]):
 
     def __repr__(self) -> str:
         return f"LoopBrakeCapability({self._verdicts.brakes!r})"
+
+
+def _conversation_id(ctx: RunContext[Any]) -> object:
+    """The run's conversation (given, or carried on its message history), else the run itself."""
+    return ctx.conversation_id or ctx.run_id
 
 
 def loop_brake_capability(
