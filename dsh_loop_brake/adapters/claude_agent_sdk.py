@@ -74,8 +74,9 @@ def loop_brake_hook(
     ) -> HookJSONOutput:
         if input_data.get("hook_event_name") != "PreToolUse":
             return {}  # registered for another event by hand: no opinion
+        session_id = session_rule.session_id(input_data)
         denial = verdicts.judge(
-            str(input_data.get("tool_name")), input_data.get("tool_input"), session_rule(input_data)
+            str(input_data.get("tool_name")), input_data.get("tool_input"), session_id
         )
         if denial is None:
             return {}  # no opinion; never "allow", which would skip the user's permission rules

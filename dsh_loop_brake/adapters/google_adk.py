@@ -52,7 +52,7 @@ class LoopBrakePlugin(BasePlugin):
     ) -> None:
         super().__init__(name=name)
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = SessionRule(session, _adk_session, where=_WHERE)
+        self._session_rule = SessionRule(session, _adk_session, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -69,7 +69,7 @@ class LoopBrakePlugin(BasePlugin):
         """``None`` to let the call run, or the denial as the tool's response."""
         if tool_context.tool_confirmation is not None:
             return None  # a confirmed call presented again: it was counted when first presented
-        session_id = self._session(tool_context)
+        session_id = self._session_rule.session_id(tool_context)
         denial = self._verdicts.judge(tool.name, tool_args, session_id)
         del tool, tool_args, tool_context  # a raised denial leaves no frame with the arguments
         if denial is None:

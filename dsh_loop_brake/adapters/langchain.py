@@ -51,7 +51,7 @@ class LoopBrakeMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = SessionRule(session, _thread_id, where=_WHERE)
+        self._session_rule = SessionRule(session, _thread_id, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -88,7 +88,7 @@ class LoopBrakeMiddleware(AgentMiddleware):
         call = request.tool_call
         name, arguments = call["name"], call.get("args")
         runtime = request.runtime
-        session_id = self._session(request)
+        session_id = self._session_rule.session_id(request)
         if runtime is None:  # outside a graph: nothing tells one presentation from another
             return self._verdicts.judge(name, arguments, session_id)
         # The ToolNode makes one runtime per call it executes; a handler called again (a retry

@@ -181,7 +181,7 @@ def loop_brake_guardrail(
 
     def dsh_loop_brake(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
-        session_id = session_rule(context)
+        session_id = session_rule.session_id(context)
         name, arguments = context.tool_name, context.tool_arguments
         if _checks_before_approval(context):
             # The SDK may run this guardrail for one call twice: before the approval and again

@@ -56,7 +56,7 @@ class LoopBrakeCapability(AbstractCapability[Any]):
         on_deny: OnDeny = "message",
     ) -> None:
         self._verdicts = Verdicts(brakes, on_deny, where=_WHERE)
-        self._session = SessionRule(session, _conversation_id, where=_WHERE)
+        self._session_rule = SessionRule(session, _conversation_id, where=_WHERE)
 
     @property
     def brakes(self) -> Brakes:
@@ -81,7 +81,8 @@ class LoopBrakeCapability(AbstractCapability[Any]):
         handler: WrapToolExecuteHandler,
     ) -> Any:
         """Execute the call through ``handler`` unless the brakes deny it."""
-        denial = self._verdicts.judge(call.tool_name, call.args or {}, self._session(ctx))
+        session_id = self._session_rule.session_id(ctx)
+        denial = self._verdicts.judge(call.tool_name, call.args or {}, session_id)
         if denial is None:
             return await handler(args)
         del ctx, call, tool_def, args, handler  # a raised denial leaves no frame with arguments
