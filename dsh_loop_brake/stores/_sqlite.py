@@ -50,7 +50,7 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, TypeVar, final
 
 from dsh_loop_brake._store import (
@@ -391,14 +391,22 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
         )
     _use_wal(db, url, deadline)
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with _write_transaction(db):
         application_id, version, tables = _identity(db)  # another process may have won
         if application_id == 0 and not tables:
             for statement in _SCHEMA:
                 db.execute(statement)
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+
+@contextlib.contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` (the write lock from the start) ... ``COMMIT``; rolled back when
+    anything inside raises, the error going on as it is."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
@@ -612,14 +620,8 @@ class SQLiteStore(StoreNamedByUrl):
         key = _agent_key(agent)
         db = self._db()
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(db):
                 denial = self._judge(db, key, digest, duplicate_limit, window, cap)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
         return denial
@@ -708,15 +710,9 @@ class SQLiteStore(StoreNamedByUrl):
     def forget_breaker(self) -> None:
         db = self._db()
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(db):
                 db.execute(_WINDOWS_FORGET)
                 db.execute(_FORGET_AGENTS)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
