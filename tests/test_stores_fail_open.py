@@ -8,14 +8,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _redis_server import MakeRedisServer
+from _sqlite_lock import write_lock_held
 
 from dsh_loop_brake import LoopBrake, LoopBrakeError, _store_failures
 from dsh_loop_brake.circuit_breaker import CircuitBreaker, CircuitBreakerError, resolve_config
@@ -247,16 +246,6 @@ def test_inspecting_or_resetting_a_failed_store_raises_its_error() -> None:
 # --- SQLite locked or corrupted ---------------------------------------------------------------
 
 
-HOLD_LOCK = """
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN IMMEDIATE")  # the write lock, as another process's long write holds it
-print("locked", flush=True)
-sys.stdin.readline()
-db.execute("ROLLBACK")
-"""
-
-
 @pytest.fixture
 def sqlite_file(tmp_path: Path) -> Path:
     return tmp_path / "state" / "brakes.sqlite3"
@@ -269,23 +258,11 @@ def test_a_sqlite_file_locked_by_another_process_fails_open_after_the_busy_timeo
     brake = LoopBrake(3, store=store)
     breaker = CircuitBreaker(resolve_config({"duplicateLimit": 2, "window": 5}), store=store)
     assert loop_check(brake) == 1 and breaker_check(breaker) == "allowed"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(sqlite_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    with write_lock_held(sqlite_file):
         with caplog.at_level(logging.WARNING, logger="dsh_loop_brake"):
             assert loop_check(brake) == 0 and breaker_check(breaker) == "allowed"
         assert (brake.store_errors, breaker.store_errors) == (1, 1)
         assert len(store_warnings(caplog)) == 1  # both brakes share the store object
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("done\n")
-        holder.stdin.close()
-        holder.wait(timeout=60)
     assert loop_check(brake) == 2  # the lock is gone: counted again, the failed call never was
     assert breaker_check(breaker) == ("duplicate", 2)
     store.close()

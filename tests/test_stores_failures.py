@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _redis_server import MakeRedisServer, RedisServer
+from _sqlite_lock import write_lock_held
 
 from dsh_loop_brake.stores import (
     MissingExtraError,
@@ -189,39 +190,17 @@ def test_redis_forgets_state_left_alone_for_the_ttl(redis_url: str) -> None:
 # --- SQLite -----------------------------------------------------------------------------------
 
 
-LOCKER = """
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-db.execute("COMMIT")
-"""
-
-
 def test_a_file_locked_by_another_process_fails_after_the_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "brakes.sqlite3"
     store = SQLiteStore(path, busy_timeout=0.2)
     assert store.advance_streak("s", A) == 1
-    locker = subprocess.Popen(
-        [sys.executable, "-c", LOCKER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+    with write_lock_held(path):
         with pytest.raises(StoreError, match="locked by another process") as raised:
             store.advance_streak("s", A)
         assert not isinstance(raised.value, StoreConfigError)
         with pytest.raises(StoreError, match="locked"):
             store.judge_call("ag", A, duplicate_limit=3, window=5, cap=0)
         assert store.read_streak("s") == (A, 1)  # readers are never blocked (WAL)
-    finally:
-        assert locker.stdin is not None
-        locker.stdin.write("\n")
-        locker.stdin.flush()
-        locker.wait(timeout=60)
     assert store.advance_streak("s", A) == 2  # the failed call counted nothing
     assert store.judge_call("ag", A, duplicate_limit=3, window=5, cap=0) is None
 
