@@ -116,6 +116,24 @@ def brakes_on(store: Store) -> tuple[Callable[[int], object], Callable[[int], ob
     return check, check_call
 
 
+def store_checks(
+    store: Store,
+) -> tuple[Callable[[int], object], Callable[[int], object], Callable[[int], object]]:
+    """The store's own checks, the same work on every store: one session's same call again and
+    again, sessions whose calls change, and 50 agents' calls judged."""
+
+    def repeat(number: int) -> int:
+        return store.advance_streak("agent-0001", DIGESTS[0])
+
+    def mixed(number: int) -> int:
+        return store.advance_streak(SESSIONS[number % 1000], DIGESTS[(number // 7) & 1])
+
+    def judge(number: int) -> object:
+        return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
+
+    return repeat, mixed, judge
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 
@@ -178,19 +196,11 @@ def sqlite_group(path: Path, contender: str, rounds: int, batch: int) -> None:
     def bare(number: int) -> None:
         db.execute(BARE_UPSERT, (keys[number % 1000], DIGESTS[number & 1], time.time()))
 
-    def repeat(number: int) -> int:
-        return store.advance_streak("agent-0001", DIGESTS[0])
-
-    def mixed(number: int) -> int:
-        return store.advance_streak(SESSIONS[number % 1000], DIGESTS[(number // 7) & 1])
-
-    def judge(number: int) -> object:
-        return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
-
     def hashed_bare(number: int) -> None:
         call_digest(*CALLS[number & 1])
         bare(number)
 
+    repeat, mixed, judge = store_checks(store)
     check, check_call = brakes_on(store)
     contenders: Contenders = {"bare upsert statement": bare, HASHED_UPSERT: hashed_bare}
     if contender == "advance_streak":
@@ -230,15 +240,7 @@ def redis_store(url: str, rounds: int, batch: int) -> None:
         call_digest(*CALLS[number & 1])
         return trivial()
 
-    def repeat(number: int) -> int:
-        return store.advance_streak("agent-0001", DIGESTS[0])
-
-    def mixed(number: int) -> int:
-        return store.advance_streak(SESSIONS[number % 1000], DIGESTS[(number // 7) & 1])
-
-    def judge(number: int) -> object:
-        return store.judge_call(SESSIONS[number % 50], DIGESTS[number & 1], **LIMITS)
-
+    repeat, mixed, judge = store_checks(store)
     check, check_call = brakes_on(store)
     for group in (
         {
