@@ -1,42 +1,16 @@
-"""The core's part of the stores (``_store.py``): standard library only, no I/O, small state."""
+"""The core's part of the stores (``_store.py``): no I/O, small state (its standard-library-only
+imports are walked with the core's, in test_loop_brake_exports.py)."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import subprocess
 import sys
 import tracemalloc
 import uuid
-from pathlib import Path
 
-import dsh_loop_brake
 from dsh_loop_brake._store import DIGEST_SIZE, STREAK_DIGEST_BITS, MemoryStore
 from dsh_loop_brake.stores import Store
-
-PACKAGE = Path(dsh_loop_brake.__file__).parent
-
-
-def test_the_store_core_imports_the_standard_library_only() -> None:
-    pending, seen, imported = ["_store"], set(), set()
-    while pending:
-        module = pending.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                imported.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                name = node.module or ""
-                if name.startswith("dsh_loop_brake."):
-                    inner = name.removeprefix("dsh_loop_brake.")
-                    assert "." not in inner and inner.startswith("_"), (module, name)
-                    pending.append(inner)
-                else:
-                    imported.add(name.split(".")[0])
-    assert imported and imported - {"__future__"} <= sys.stdlib_module_names, imported
-
 
 AUDITED = """
 import sys
