@@ -55,16 +55,18 @@ print(counts == list(range(1, 401)))
 """
 
 
-@unix_only
-def test_threads_that_come_and_go_do_not_use_up_the_hosts_open_files(tmp_path: Path) -> None:
+def run_on_a_store_file(script: str, path: Path) -> str:
+    """Run ``script`` in a new Python process with the store file's path; what it printed."""
     result = subprocess.run(
-        [sys.executable, "-c", THREAD_CHURN, str(tmp_path / "s.sqlite3")],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "True"
+    return result.stdout.strip()
+
+
+@unix_only
+def test_threads_that_come_and_go_do_not_use_up_the_hosts_open_files(tmp_path: Path) -> None:
+    assert run_on_a_store_file(THREAD_CHURN, tmp_path / "s.sqlite3") == "True"
 
 
 def test_a_store_used_by_a_thread_that_ended_still_counts_and_closes(tmp_path: Path) -> None:
@@ -100,14 +102,7 @@ print("ok")
 @unix_only
 def test_a_store_dropped_without_close_gives_its_files_back(tmp_path: Path) -> None:
     # Like a file object, a store that is garbage does not keep its file open for good.
-    result = subprocess.run(
-        [sys.executable, "-c", DROPPED_STORES, str(tmp_path / "s.sqlite3")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "ok"
+    assert run_on_a_store_file(DROPPED_STORES, tmp_path / "s.sqlite3") == "ok"
 
 
 # --- SQLite: fork ------------------------------------------------------------------------------
