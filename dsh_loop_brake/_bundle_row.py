@@ -7,7 +7,8 @@ A profile without a ``loop-brake`` row is braked with this row by the hosts that
 from __future__ import annotations
 
 from dsh_loop_brake._errors import PLUGIN_NAME
-from dsh_loop_brake.harness import HarnessError, Layer, Row, compose_layers, find_manifest
+from dsh_loop_brake.harness import HarnessError, Row, compose_layers
+from dsh_loop_brake.harness.manifest import bundle_layer
 from dsh_loop_brake.plugin import ROW_ID
 
 __all__ = ["loop_brake_bundle_row"]
@@ -16,9 +17,8 @@ __all__ = ["loop_brake_bundle_row"]
 def loop_brake_bundle_row() -> Row:
     """``loop-brake`` as the bundle patch inserts it (no config: the defaults)."""
     try:
-        manifest = find_manifest(PLUGIN_NAME)
-        if manifest.patch is not None:
-            layer = Layer("bundle", manifest.patch, f"bundle {PLUGIN_NAME}")
+        layer = bundle_layer(PLUGIN_NAME)
+        if layer is not None:
             row = compose_layers([layer]).row(ROW_ID)
             if row is not None:
                 return row

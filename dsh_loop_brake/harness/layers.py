@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dsh_loop_brake.harness.errors import ManifestError
-from dsh_loop_brake.harness.manifest import find_manifest
+from dsh_loop_brake.harness.manifest import bundle_layer
 from dsh_loop_brake.harness.patches import Composition, compose_layers
 from dsh_loop_brake.harness.profiles import (
     PATCH_FILE,
@@ -40,12 +40,12 @@ def profile_layers(
     profile_file = directory / PROFILE_FILE
     for bundle, line in read_bundle_entries(profile_file):
         try:
-            manifest = find_manifest(bundle)
+            layer = bundle_layer(bundle)
         except ManifestError as exc:
             # The fix is in the profile (or an install), so point at the entry that names it.
             raise ManifestError(exc.message, profile_file, line) from None
-        if manifest.patch is not None:
-            layers.append(Layer("bundle", manifest.patch, f"bundle {bundle}"))
+        if layer is not None:
+            layers.append(layer)
     for kind, path, label in (
         ("profile", directory / PATCH_FILE, f"profile {profile}"),
         ("home", base / PATCH_FILE, "$DSH_HOME"),

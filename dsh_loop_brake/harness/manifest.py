@@ -16,13 +16,14 @@ from typing import Any
 
 from dsh_loop_brake.harness.errors import ManifestError, PatchError
 from dsh_loop_brake.harness.plugins import ENTRY_POINT_GROUP, plugin_module_name
+from dsh_loop_brake.harness.types import Layer
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["MANIFEST_NAME", "Manifest", "find_manifest", "read_manifest"]
+__all__ = ["MANIFEST_NAME", "Manifest", "bundle_layer", "find_manifest", "read_manifest"]
 
 MANIFEST_NAME = "plugin.toml"
 
@@ -87,6 +88,15 @@ def find_manifest(bundle: str) -> Manifest:
         f"the bundle {bundle!r} is installed (module {module}) but no {MANIFEST_NAME} naming it "
         f"was found (looked at {looked}); reinstall its package"
     )
+
+
+def bundle_layer(bundle: str) -> Layer | None:
+    """The layer the installed bundle ``bundle`` adds to a profile: its manifest's patch, or
+    ``None`` when it has none. Raises ``ManifestError`` as :func:`find_manifest` does."""
+    manifest = find_manifest(bundle)
+    if manifest.patch is None:
+        return None
+    return Layer("bundle", manifest.patch, f"bundle {bundle}")
 
 
 def _candidate_paths(module: str) -> list[Path]:

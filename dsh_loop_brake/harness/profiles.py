@@ -163,14 +163,13 @@ def install(
 ) -> ProfileChange:
     """Add an installed bundle to a profile's bundle list, after checking its manifest and patch."""
     # Imported here: profiles are also read while composing, which these modules depend on.
-    from dsh_loop_brake.harness.manifest import find_manifest
+    from dsh_loop_brake.harness.manifest import bundle_layer
     from dsh_loop_brake.harness.patches import read_patch_file
-    from dsh_loop_brake.harness.types import Layer
 
     path = profile_dir(home, profile, environ) / PROFILE_FILE
-    manifest = find_manifest(bundle)
-    if manifest.patch is not None:
-        read_patch_file(Layer("bundle", manifest.patch, f"bundle {bundle}"))
+    layer = bundle_layer(bundle)
+    if layer is not None:
+        read_patch_file(layer)
     return add_bundle(path, bundle)
 
 
