@@ -246,6 +246,15 @@ def test_the_attributes_say_what_the_store_is(store: Store, tmp_path: Path) -> N
         assert store.url in repr(store)
 
 
+def test_a_store_is_shown_by_its_url_and_with_closes_it_for_reuse(store: Store) -> None:
+    assert str(store) == store.url
+    assert repr(store) == f"<{type(store).__name__} {store.url}>"
+    with store as entered:  # type: ignore[attr-defined]  # not part of the Store protocol
+        assert entered is store
+        assert store.advance_streak("with", A) == 1
+    assert store.advance_streak("with", A) == 2  # closed, and the next operation reopens
+
+
 def test_many_threads_count_one_session_exactly(store: Store) -> None:
     counts: list[int] = []
     lock = threading.Lock()
