@@ -102,7 +102,7 @@ def test_a_corrupt_state_file_fails_open(tmp_path: Path) -> None:
     state.parent.mkdir(parents=True)
     state.write_bytes(b"this is not a database, it is a text file\n" * 200)
     line = failed_open(run_hook("claude-code", _event(), home=tmp_path))
-    assert str(state) in line and "not a SQLite database" in line
+    assert str(state) in line and "not a usable SQLite database" in line
     assert state.read_bytes().startswith(b"this is not a database")  # left as it was
 
 

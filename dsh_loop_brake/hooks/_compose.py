@@ -2,8 +2,10 @@
 
 The rows are those the harness would apply: the profile's composed ``loop-brake`` row (none:
 this package's bundle row, i.e. the defaults, as replay does) and its ``circuit-breaker`` row
-when it has one. Each is validated here as the plugin would validate it at apply, so a mistake
-in a patch file is reported with its ``file:line`` once, not found later mid-session.
+when it has one. They are checked here by applying them as the harness does
+(``Brakes.from_profile``: the plugins' own validation, with the ``file:line`` of a bad value),
+so a mistake in a patch file is reported where it is, and a profile that cannot be applied is
+never cached.
 """
 
 from __future__ import annotations
@@ -14,14 +16,10 @@ from typing import Any
 from dsh_loop_brake.hooks._errors import HookError
 from dsh_loop_brake.hooks._profile import ProfileRows, RowSettings, file_identity
 
-__all__ = ["compose_for_hook", "store_keys"]
+__all__ = ["compose_for_hook"]
 
 LOOP_BRAKE_ROW = "loop-brake"
 CIRCUIT_BREAKER_ROW = "circuit-breaker"
-
-# Keys of both rows that say where the counts live (the SPEC's stores); taken out of the config
-# before the plugin's own validation, which does not know them yet.
-_STORE_KEYS = ("store", "sessionTtl")
 
 
 def compose_for_hook(profile: str, home: str) -> tuple[list[list[object]], ProfileRows]:
@@ -30,13 +28,14 @@ def compose_for_hook(profile: str, home: str) -> tuple[list[list[object]], Profi
 
     from dsh_loop_brake.harness.errors import HarnessError
     from dsh_loop_brake.loop_brake import LoopBrakeConfigError
+    from dsh_loop_brake.stores import StoreError
 
     # A skipped patch is logged as a warning; a hook that may run the call says nothing at all
     # (gemini-cli turns text on stderr into a message), and `dsh-loop-brake config` shows it.
     logging.getLogger("dsh_loop_brake").addHandler(logging.NullHandler())
     try:
         return _compose(profile, home)
-    except (HarnessError, LoopBrakeConfigError) as exc:
+    except (HarnessError, LoopBrakeConfigError, StoreError) as exc:
         raise HookError(" ".join(str(exc).split())) from None
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
@@ -67,73 +66,20 @@ def _compose(profile: str, home: str) -> tuple[list[list[object]], ProfileRows]:
             seen.add(path)
             identities.append(file_identity(os.path.abspath(path)))
     rows = ProfileRows(
-        _loop_brake(composition.row(LOOP_BRAKE_ROW)),
-        _circuit_breaker(composition.row(CIRCUIT_BREAKER_ROW)),
+        _settings(composition.row(LOOP_BRAKE_ROW)),
+        _settings(composition.row(CIRCUIT_BREAKER_ROW)),
     )
+    _check(profile, home)
     return identities, rows
 
 
-def _loop_brake(row: Any) -> RowSettings | None:
-    from dsh_loop_brake._config import resolve_max_repeats
-    from dsh_loop_brake.loop_brake import LoopBrakeConfigError
-
-    if row is None:
-        return None
-    origin = _origin(row)
-    config, store, ttl = store_keys(row.config, origin, "loop brake")
-    if not row.disabled:
-        try:
-            resolve_max_repeats(config, environ={})  # the row's own values; the env comes later
-        except LoopBrakeConfigError as exc:
-            raise HookError(_located(exc, row, "maxRepeats")) from None
-    return RowSettings(config, bool(row.disabled), store, ttl, origin)
+def _settings(row: Any) -> RowSettings | None:
+    return None if row is None else RowSettings(row.config, bool(row.disabled))
 
 
-def _circuit_breaker(row: Any) -> RowSettings | None:
-    from dsh_loop_brake._breaker_config import CircuitBreakerConfigError, resolve_config
+def _check(profile: str, home: str) -> None:
+    """Apply the profile's two rows as the harness does, and let them go: what cannot be applied
+    raises the plugin's error, located at the row's file and line."""
+    from dsh_loop_brake._brakes import Brakes
 
-    if row is None:
-        return None
-    origin = _origin(row)
-    config, store, ttl = store_keys(row.config, origin, "circuit breaker")
-    if not row.disabled:
-        try:
-            config = resolve_config(config, source=origin or "the circuit-breaker patch row")
-        except CircuitBreakerConfigError as exc:
-            raise HookError(_located(exc, row, getattr(exc, "key", None))) from None
-        config = config.as_row_config()
-    return RowSettings(config, bool(row.disabled), store, ttl, origin)
-
-
-def _located(error: Exception, row: Any, key: str | None) -> str:
-    """The message with the ``path:line`` of the row's bad value in front, as ``config`` says it."""
-    message = " ".join(str(error).split())
-    sources = row.sources
-    origin = (sources.get(f"config.{key}") if key else None) or sources.get("config")
-    if origin is None or message.startswith(f"{origin.path}:"):
-        return message
-    return f"{origin}: {message}"
-
-
-def store_keys(config: Any, origin: str | None, what: str) -> tuple[Any, str | None, int | None]:
-    """Split ``store`` and ``sessionTtl`` off a row's config, checking their types."""
-    from dsh_loop_brake._config import integer_value
-
-    if not isinstance(config, dict) or not any(key in config for key in _STORE_KEYS):
-        return config, None, None
-    rest = {key: value for key, value in config.items() if key not in _STORE_KEYS}
-    where = f" (from {origin})" if origin else ""
-    store = config.get("store")
-    if store is not None and not (isinstance(store, str) and store.strip()):
-        raise HookError(f"{what}: store must be a store URL such as sqlite:PATH{where}")
-    ttl_value = config.get("sessionTtl")
-    ttl = None if ttl_value is None else integer_value(ttl_value)
-    if ttl_value is not None and (ttl is None or ttl < 1):
-        raise HookError(f"{what}: sessionTtl must be an integer of at least 1 (seconds){where}")
-    return rest or None, store.strip() if isinstance(store, str) else None, ttl
-
-
-def _origin(row: Any) -> str | None:
-    sources = row.sources
-    origin = sources.get("config") or sources.get("id")
-    return None if origin is None else str(origin)
+    Brakes.from_profile(profile, home=home).close()

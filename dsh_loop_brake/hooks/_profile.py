@@ -9,8 +9,9 @@ so creating it counts as a change), each bundle's patch file and each bundle's m
 whose files all still match reads the cache; any difference, or a cache that cannot be read,
 composes the profile again (:mod:`dsh_loop_brake.hooks._compose`) and rewrites the cache.
 
-What depends on the environment (``DSH_LOOP_BRAKE_MAX_REPEATS``, ``DSH_LOOP_BRAKE_STORE``) is not
-cached: it is resolved on every call, as the harness resolves it at apply.
+The rows are cached as composed, not resolved: what depends on the environment
+(``DSH_LOOP_BRAKE_MAX_REPEATS``, ``DSH_LOOP_BRAKE_STORE``) is resolved on every call by the
+plugins' own resolvers (:mod:`dsh_loop_brake.hooks._apply`), as the harness resolves it at apply.
 """
 
 from __future__ import annotations
@@ -35,41 +36,23 @@ __all__ = [
 ]
 
 #: Bumped whenever the cache's layout changes, so an old cache is composed again, not misread.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 class RowSettings:
-    """One composed row as the hook applies it.
-
-    ``config`` is the row's config without ``store`` and ``sessionTtl`` (for the circuit
-    breaker: resolved, every key spelled out); ``origin`` is the ``path:line`` that set it.
+    """One composed row as the profile gives it: its ``config`` (as composed, not yet resolved:
+    each call resolves it with the plugin's own resolvers and the environment) and ``disabled``.
     """
 
-    __slots__ = ("config", "disabled", "origin", "session_ttl", "store")
+    __slots__ = ("config", "disabled")
 
-    def __init__(
-        self,
-        config: dict[str, Any] | None,
-        disabled: bool = False,
-        store: str | None = None,
-        session_ttl: int | None = None,
-        origin: str | None = None,
-    ) -> None:
+    def __init__(self, config: dict[str, Any] | None, disabled: bool = False) -> None:
         self.config = config
         self.disabled = disabled
-        self.store = store
-        self.session_ttl = session_ttl
-        self.origin = origin
 
     def as_json(self) -> dict[str, object]:
         """The row as the cache file keeps it."""
-        return {
-            "config": self.config,
-            "disabled": self.disabled,
-            "store": self.store,
-            "sessionTtl": self.session_ttl,
-            "origin": self.origin,
-        }
+        return {"config": self.config, "disabled": self.disabled}
 
 
 class ProfileRows:
@@ -119,51 +102,21 @@ def _read_cache(path: str) -> ProfileRows | None:
     if not isinstance(files, list) or not _all_current(files):
         return None
     try:
-        return ProfileRows(
-            _row(payload.get("loopBrake"), _LOOP_BRAKE_KEYS),
-            _row(payload.get("circuitBreaker"), _CIRCUIT_BREAKER_KEYS),
-        )
+        return ProfileRows(_row(payload.get("loopBrake")), _row(payload.get("circuitBreaker")))
     except ValueError:  # not the shape this version writes: compose again
         return None
 
 
-# What the hook reads from each row's config, and the type it must have.
-_LOOP_BRAKE_KEYS: dict[str, type | tuple[type, ...]] = {}
-_CIRCUIT_BREAKER_KEYS: dict[str, type | tuple[type, ...]] = {
-    "enabled": bool,
-    "duplicateLimit": int,
-    "window": int,
-    "maxCallsPerAgent": int,
-    "exempt": list,
-    "only": list,
-    "ignoreArgs": list,
-    "denyMessage": str,
-}
-
-
-def _row(value: object, keys: dict[str, type | tuple[type, ...]]) -> RowSettings | None:
+def _row(value: object) -> RowSettings | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ValueError("a row is an object")
     config = value.get("config")
     disabled = value.get("disabled")
-    store = value.get("store")
-    ttl = value.get("sessionTtl")
-    origin = value.get("origin")
-    if (
-        not (config is None or isinstance(config, dict))
-        or not isinstance(disabled, bool)
-        or not (store is None or isinstance(store, str))
-        or not (ttl is None or (isinstance(ttl, int) and not isinstance(ttl, bool)))
-        or not (origin is None or isinstance(origin, str))
-    ):
+    if not (config is None or isinstance(config, dict)) or not isinstance(disabled, bool):
         raise ValueError("a row's fields")
-    if (keys and not disabled) and (
-        config is None or not all(isinstance(config.get(k), t) for k, t in keys.items())
-    ):
-        raise ValueError("a row's config")
-    return RowSettings(config, disabled, store, ttl, origin)
+    return RowSettings(config, disabled)
 
 
 def _all_current(files: Iterable[object]) -> bool:

@@ -242,7 +242,16 @@ def _reset(args: argparse.Namespace) -> int:
 
     profile = check_profile_name(args.profile or "default")
     home = home_directory(_checked_home(args.home))
-    for path, removed in reset_state(profile, home, args.session):
-        what = f"session {args.session!r}" if args.session is not None else "every session"
-        print(f"forgot {what} in {path} ({removed} entr{'y' if removed == 1 else 'ies'})")
+    done = reset_state(profile, home, args.session)
+    stores = ", ".join(done.urls) or "no store (the profile's rows brake nothing)"
+    if args.session is None:
+        print(f"forgot every session in {stores}")
+        return EXIT_OK
+    held = "it had no streak" if done.streak is None else f"its streak was {done.streak}"
+    print(f"forgot the streak of session {args.session!r} in {stores} ({held})")
+    if done.breaker_kept:
+        print(
+            "note: the circuit breaker's state is kept (it is forgotten for every session at "
+            f"once: `{PROG} hook reset` without --session)"
+        )
     return EXIT_OK
