@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final, overload
 
 from dsh_loop_brake._canonical import HASH_PREFIX_LENGTH, call_digest, describe_unidentifiable
 from dsh_loop_brake._config import DEFAULT_MAX_REPEATS, normalize_max_repeats
@@ -27,17 +26,26 @@ from dsh_loop_brake._short_repr import json_literal
 from dsh_loop_brake._store import MemoryStore
 from dsh_loop_brake._store_failures import store_failed
 
+# typing is imported by type checkers only: at run time it costs a coding-agent hook process
+# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     import logging
+    from typing import Any, Final, TypeVar, final, overload
 
     from dsh_loop_brake._store import Store
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
+else:
+
+    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
+        return cls
+
 
 __all__ = ["LOGGER_NAME", "LoopBrake", "SessionScope"]
 
 LOGGER_NAME: Final = "dsh_loop_brake"
 """The logger the brake warns on (``logging`` is imported only when it does)."""
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 # Tool names remembered for the once-per-tool warning; bounded so hostile names cannot grow it.
 _WARNED_TOOLS_LIMIT: Final = 1024
@@ -152,12 +160,15 @@ class LoopBrake:
             )
         return SessionScope(self._session, session_id)
 
-    @overload
-    def tool(self, fn: _F, /) -> _F: ...
-    @overload
-    def tool(
-        self, fn: None = None, /, *, name: str | None = None, session_id: str | None = None
-    ) -> Callable[[_F], _F]: ...
+    if TYPE_CHECKING:  # the overloads are for type checkers (typing is not imported at run time)
+
+        @overload
+        def tool(self, fn: _F, /) -> _F: ...
+        @overload
+        def tool(
+            self, fn: None = None, /, *, name: str | None = None, session_id: str | None = None
+        ) -> Callable[[_F], _F]: ...
+
     def tool(
         self,
         fn: _F | None = None,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 
-from dsh_loop_brake._breaker_config import CircuitBreakerConfigError, resolve_config
 from dsh_loop_brake._config import resolve_max_repeats
 from dsh_loop_brake._errors import LoopBrakeConfigError
 from dsh_loop_brake.hooks._errors import HookError
@@ -141,6 +140,9 @@ def apply_rows(rows: ProfileRows, home: str, environ: Mapping[str, str]) -> Hook
 
         loop_brake = LoopBrake(max_repeats, store=store)
     if breaker_row is not None and not breaker_row.disabled:
+        # Imported only for a profile that has the breaker: the hook's start-up is paid per call.
+        from dsh_loop_brake._breaker_config import CircuitBreakerConfigError, resolve_config
+
         config = _incident_log_under_home(breaker_row.config, home)
         settings = _resolved(resolve_config, config)
         if settings.enabled:

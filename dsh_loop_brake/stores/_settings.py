@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Final, final
 
 from dsh_loop_brake._config import Source, integer_value
 from dsh_loop_brake._errors import LoopBrakeConfigError
@@ -37,6 +36,17 @@ from dsh_loop_brake.stores._url import (
     scheme_of,
     sqlite_path,
 )
+
+# typing is imported by type checkers only: at run time it costs a coding-agent hook process
+# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Final, final
+else:
+
+    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
+        return cls
+
 
 __all__ = [
     "DEFAULT_SESSION_TTL",
