@@ -32,7 +32,10 @@ def compose_for_hook(profile: str, home: str) -> tuple[list[list[object]], Profi
 
     # A skipped patch is logged as a warning; a hook that may run the call says nothing at all
     # (gemini-cli turns text on stderr into a message), and `dsh-loop-brake config` shows it.
-    logging.getLogger("dsh_loop_brake").addHandler(logging.NullHandler())
+    # Only while composing: what the brakes warn about later is said as on every other call.
+    quiet = logging.NullHandler()
+    logger = logging.getLogger("dsh_loop_brake")
+    logger.addHandler(quiet)
     try:
         return _compose(profile, home)
     except (HarnessError, LoopBrakeConfigError, StoreError) as exc:
@@ -40,6 +43,8 @@ def compose_for_hook(profile: str, home: str) -> tuple[list[list[object]], Profi
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         raise HookError(f"{where}{exc.strerror or exc}") from None
+    finally:
+        logger.removeHandler(quiet)
 
 
 def _compose(profile: str, home: str) -> tuple[list[list[object]], ProfileRows]:
