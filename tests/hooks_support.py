@@ -79,6 +79,34 @@ def run_hook(
     )
 
 
+def run_hooks_at_once(
+    host: str, events: list[dict[str, Any]], home: Path
+) -> list[subprocess.CompletedProcess[bytes]]:
+    """One hook process per event, all started before any is fed: they race for the store, as
+    the processes of a host's parallel tool calls do."""
+    command = [sys.executable, "-m", "dsh_loop_brake", "hook", host, "--home", str(home)]
+    processes = [
+        subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=hook_env(),
+        )
+        for _ in events
+    ]
+    for process, event in zip(processes, events, strict=True):
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(event).encode())  # small: never blocks on the pipe
+        process.stdin.close()
+        process.stdin = None  # fed: communicate() only reads
+    done = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=120)
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr))
+    return done
+
+
 def denial_of(host: str, done: subprocess.CompletedProcess[bytes]) -> str | None:
     """The denial message of a completed hook call, ``None`` when it allowed the call.
 

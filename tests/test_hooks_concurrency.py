@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hooks_support import HOOK_ENV, denial_of, fixture, hook_env, loop_brake_patch, write_patch
+from hooks_support import (
+    HOOK_ENV,
+    denial_of,
+    fixture,
+    loop_brake_patch,
+    run_hooks_at_once,
+    write_patch,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -17,31 +21,8 @@ def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _start(host: str, event: dict[str, object], home: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dsh_loop_brake", "hook", host, "--home", str(home)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=hook_env(),
-    )
-    return process
-
-
 def _run_all(host: str, events: list[dict[str, object]], home: Path) -> list[str | None]:
-    """Start one process per event, then feed them all at once (they race for the state)."""
-    processes = [_start(host, event, home) for event in events]
-    for process, event in zip(processes, events, strict=True):
-        assert process.stdin is not None
-        process.stdin.write(json.dumps(event).encode())  # small: never blocks on the pipe
-        process.stdin.close()
-        process.stdin = None  # fed: communicate() only reads
-    results = []
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=120)
-        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-        results.append(denial_of(host, done))
-    return results
+    return [denial_of(host, done) for done in run_hooks_at_once(host, events, home)]
 
 
 @pytest.mark.parametrize("round_", range(3))
@@ -65,18 +46,25 @@ def test_parallel_sessions_keep_their_own_counts(tmp_path: Path) -> None:
     assert _run_all("codex", events, tmp_path) == [None] * 8
 
 
-def test_parallel_calls_with_the_circuit_breaker_in_the_same_transaction(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("host", "name"), [("claude-code", "claude-code-bash.json"), ("gemini", "gemini-shell.json")]
+)
+def test_eight_calls_at_once_through_the_circuit_breaker_deny_exactly_six(
+    host: str, name: str, tmp_path: Path
+) -> None:
     write_patch(
         tmp_path,
         loop_brake_patch("{maxRepeats: 100}")
         + "- insert:\n    - id: circuit-breaker\n      name: dsh-circuit-breaker\n"
-        "      config: {duplicateLimit: 4, window: 10}\n",
+        "      config: {duplicateLimit: 3, window: 10}\n",
     )
     events = []
-    for attempt in range(8):
-        event = fixture("gemini-shell.json")
+    for attempt in range(8):  # the same command, a new description each time
+        event = fixture(name)
         event["tool_input"]["description"] = f"attempt {attempt}"
         events.append(event)
-    results = _run_all("gemini", events, tmp_path)
-    # Three allowed calls fill the window to the limit; the other five are denied.
-    assert sum(reason is None for reason in results) == 3
+    denied = [reason for reason in _run_all(host, events, tmp_path) if reason is not None]
+    # Two allowed calls fill the window to the limit; the other six are denied, each at count 3
+    # (a denied call is neither recorded nor counted).
+    assert len(denied) == 6
+    assert all("(count 3, limit 3)" in reason for reason in denied)
