@@ -1,6 +1,6 @@
 """One allowed hook call, as a whole process, side by side with a bare interpreter start.
 
-    python benchmarks/hook.py [--runs N] [--quick] [--instructions]
+    python benchmarks/hook.py [--runs N] [--quick] [--instructions] [--against DIR]
 
 A coding-agent host starts ``dsh-loop-brake hook HOST`` for every tool call, so the hook's cost
 is the whole process: interpreter start-up, imports, reading the event, the profile (from its
@@ -15,6 +15,10 @@ fall on every kind alike, and the figures are medians. Printed side by side:
   (reading the event, the call's SHA-256, the state file), so the rest is this package's;
 * the hook as ``hook install`` writes it (the console script by absolute path; ``python -m
   dsh_loop_brake`` where there is none), and as ``python -m dsh_loop_brake``;
+* the hook with the circuit breaker too (a profile with its row: both brakes, one store);
+* with ``--against DIR``, the same hook from another checkout of the package (``python -m``,
+  ``DIR`` first on ``PYTHONPATH``), interleaved with the rest: a change side by side with the code
+  before it;
 * the first call after the profile changed (the cache is stale and the profile is composed with
   the harness: paid once per change, not per call).
 
@@ -58,6 +62,13 @@ def _module_command(home: Path) -> list[str]:
     return [sys.executable, "-m", "dsh_loop_brake", "hook", "claude-code", "--home", str(home)]
 
 
+BREAKER_PATCH = """- insert:
+    - id: circuit-breaker
+      name: dsh-circuit-breaker
+      config: {ignoreArgs: [description]}
+"""
+
+
 def _time(command: list[str], stdin: bytes, env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(command, input=stdin, capture_output=True, env=env, check=False)
@@ -74,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions (needs valgrind)"
     )
+    parser.add_argument(
+        "--against", metavar="DIR", type=Path, help="also run the hook of the checkout in DIR"
+    )
     args = parser.parse_args(argv)
     runs = 8 if args.quick else args.runs
 
@@ -83,32 +97,55 @@ def main(argv: list[str] | None = None) -> None:
         env.pop(name, None)
     # An installed package has its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
     # on some CI machines) would otherwise compile every module in every hook process.
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "dsh_loop_brake")], check=True
-    )
+    checkouts = [REPO_ROOT] + ([args.against.resolve()] if args.against else [])
+    for checkout in checkouts:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(checkout / "dsh_loop_brake")], check=True
+        )
     with tempfile.TemporaryDirectory(prefix="dsh-hook-bench-") as directory:
-        home = Path(directory)
+        home = Path(directory) / "home"
+        breaker_home = Path(directory) / "with-breaker"
+        patch = breaker_home / "profiles" / "default" / "cordis.patch.yml"
+        patch.parent.mkdir(parents=True)
+        patch.write_text(BREAKER_PATCH, encoding="utf-8")
         hook = _hook_command(home)
-        kinds: dict[str, tuple[list[str], bool]] = {
-            "python -c pass": ([sys.executable, "-c", "pass"], False),
+        kinds: dict[str, tuple[list[str], bool, dict[str, str]]] = {
+            "python -c pass": ([sys.executable, "-c", "pass"], False, env),
             "python -c 'import json, hashlib, sqlite3'": (
                 [sys.executable, "-c", "import json, hashlib, sqlite3"],
                 False,
+                env,
             ),
-            f"hook claude-code ({'script' if hook[0].endswith('brake') else '-m'})": (hook, True),
-            "python -m dsh_loop_brake hook claude-code": (_module_command(home), True),
+            f"hook claude-code ({'script' if hook[0].endswith('brake') else '-m'})": (
+                hook,
+                True,
+                env,
+            ),
+            "python -m dsh_loop_brake hook claude-code": (_module_command(home), True, env),
+            "hook claude-code, with the circuit breaker": (_hook_command(breaker_home), True, env),
         }
-        _time(hook, _event(-1), env)  # composes the profile and creates the state file
+        if args.against:
+            other = dict(env, PYTHONPATH=str(args.against.resolve()))
+            other_home = Path(directory) / "against"
+            kinds[f"python -m ... hook claude-code ({args.against.name})"] = (
+                _module_command(other_home),
+                True,
+                other,
+            )
+        for command, is_hook, command_env in kinds.values():
+            if is_hook:  # composes the profile and creates the state file
+                _time(command, _event(-1), command_env)
         times: dict[str, list[float]] = {name: [] for name in kinds}
         stale: list[float] = []
         number = 0
         for run in range(runs):
-            for name, (command, is_hook) in kinds.items():
+            for name, (command, is_hook, command_env) in kinds.items():
                 number += 1
-                times[name].append(_time(command, _event(number) if is_hook else b"", env))
+                stdin = _event(number) if is_hook else b""
+                times[name].append(_time(command, stdin, command_env))
             if run % 4 == 0:  # a changed profile: the next call composes it again
-                patch = home / "cordis.patch.yml"
-                patch.write_text(f"# touched {run}\n")
+                touched = home / "cordis.patch.yml"
+                touched.write_text(f"# touched {run}\n")
                 number += 1
                 stale.append(_time(hook, _event(number), env))
         floor = statistics.median(times["python -c pass"])
@@ -116,12 +153,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{sys.executable} ({sys.version.split()[0]}), {runs} interleaved runs of each "
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):"
         )
-        print(f"  {'':44s} {'median':>9s} {'vs pass':>8s}")
+        print(f"  {'':48s} {'median':>9s} {'vs pass':>8s}")
         for name, values in times.items():
             median = statistics.median(values)
-            print(f"  {name:44s} {median * 1000:7.2f} ms {median / floor:7.2f}x")
+            print(f"  {name:48s} {median * 1000:7.2f} ms {median / floor:7.2f}x")
         print(
-            f"  {'first call after the profile changed':44s} "
+            f"  {'first call after the profile changed':48s} "
             f"{statistics.median(stale) * 1000:7.2f} ms {statistics.median(stale) / floor:7.2f}x"
             f"  ({len(stale)} runs)"
         )
@@ -134,13 +171,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"this package's share (hook minus the stdlib it needs): {ours * 1000:.2f} ms")
         _import_profile(hook, env)
         if args.instructions:
-            _instructions(kinds, env)
+            _instructions(kinds)
 
 
-def _instructions(kinds: dict[str, tuple[list[str], bool]], env: dict[str, str]) -> None:
+def _instructions(kinds: dict[str, tuple[list[str], bool, dict[str, str]]]) -> None:
     """Instructions executed by one process of each kind (user space, cachegrind's I refs)."""
     counts = {}
-    for number, (name, (command, is_hook)) in enumerate(kinds.items()):
+    for number, (name, (command, is_hook, env)) in enumerate(kinds.items()):
         done = subprocess.run(
             [*_CACHEGRIND, *command],
             input=_event(-2 - number) if is_hook else b"",
@@ -156,7 +193,7 @@ def _instructions(kinds: dict[str, tuple[list[str], bool]], env: dict[str, str])
     floor = counts["python -c pass"]
     print("instructions executed by one process (valgrind --tool=cachegrind):")
     for name, count in counts.items():
-        print(f"  {name:44s} {count / 1e6:8.1f} M {count / floor:7.2f}x")
+        print(f"  {name:48s} {count / 1e6:8.1f} M {count / floor:7.2f}x")
 
 
 def _import_profile(hook: list[str], env: dict[str, str]) -> None:

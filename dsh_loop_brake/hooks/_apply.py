@@ -120,7 +120,7 @@ class HookBrakes:
         except ToolCallDenied as denial:
             return str(denial)
         except StoreFailed as failure:
-            raise store_error(failure.url, failure.error, "the call was not counted") from None
+            raise store_error(failure.url, failure.error, "nothing was counted") from None
         return None
 
 
