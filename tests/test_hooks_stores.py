@@ -159,6 +159,7 @@ def test_an_unreachable_redis_store_fails_open_with_its_password_hidden(tmp_path
 
 def test_a_state_file_locked_by_another_process_fails_open_in_one_line(tmp_path: Path) -> None:
     event = fixture("claude-code-bash.json")
+    event["tool_input"]["env"] = {"TOKEN": CANARY}
     assert denial_of("claude-code", run_hook("claude-code", event, home=tmp_path)) is None
     state = tmp_path / "state" / "brakes.sqlite3"
     holder = sqlite3.connect(state, isolation_level=None)
@@ -169,6 +170,7 @@ def test_a_state_file_locked_by_another_process_fails_open_in_one_line(tmp_path:
         holder.execute("ROLLBACK")
         holder.close()
     line = failed_open(done)
+    assert CANARY not in line
     assert f"the store sqlite:{state} failed (StoreError" in line
     assert "nothing was counted" in line
     # Not counted: the next call is the streak's 2nd, allowed; the 3rd is denied.
