@@ -23,10 +23,10 @@ from __future__ import annotations
 import os
 
 from dsh_loop_brake._config import resolve_max_repeats
-from dsh_loop_brake._errors import LoopBrakeConfigError
+from dsh_loop_brake._errors import LoopBrakeConfigError, ToolCallDenied
 from dsh_loop_brake.hooks._errors import HookError
 from dsh_loop_brake.hooks._paths import DEFAULT_STATE_FILE
-from dsh_loop_brake.stores import StoreError, open_store
+from dsh_loop_brake.stores import StoreError, open_store, redact_url
 from dsh_loop_brake.stores._settings import resolve_store_setting
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
@@ -45,8 +45,8 @@ __all__ = ["DEFAULT_STORE", "HookBrakes", "StoreFailed", "apply_rows"]
 #: Where a row without a store keeps its counts: a file under the dsh home.
 DEFAULT_STORE = f"sqlite:{DEFAULT_STATE_FILE}"
 
-# How each row's brake and row are named in messages, and the error its plugin raises: what
-# the two plugins pass to resolve_store_setting.
+# How each row's brake and row are named in messages: what the two plugins pass to
+# resolve_store_setting.
 _LOOP_BRAKE = {"brake": "loop brake", "source": "the loop-brake patch row"}
 _CIRCUIT_BREAKER = {"brake": "circuit breaker", "source": "the circuit-breaker patch row"}
 
@@ -110,17 +110,17 @@ class HookBrakes:
     def check(self, tool_name: str, arguments: object, session: str) -> str | None:
         """Judge the call as ``Brakes.check`` does (the loop brake, then the circuit breaker with
         the session as its agent); the denial message, or ``None`` when the call may run."""
-        from dsh_loop_brake._errors import ToolCallDenied
-
+        outcome = "nothing was counted"
         try:
             if self.loop_brake is not None:
                 self.loop_brake.check(tool_name, arguments, session_id=session)
+                outcome = "the loop brake counted the call, the circuit breaker did not"
             if self.circuit_breaker is not None:
                 self.circuit_breaker.check_call(tool_name, arguments, agent=session)
         except ToolCallDenied as denial:
             return str(denial)
         except StoreFailed as failure:
-            raise store_error(failure.url, failure.error, "nothing was counted") from None
+            raise store_error(failure.url, failure.error, outcome) from None
         return None
 
 
@@ -217,8 +217,6 @@ def _store(
 def store_error(url: str, error: BaseException, outcome: str) -> HookError:
     """The hook's line for a store that failed: the store (password as ``***``) and the error's
     types, never its message (which could quote anything the store was told)."""
-    from dsh_loop_brake.stores import redact_url
-
     kind = type(error).__name__
     cause = error.__cause__ or error.__context__
     if cause is not None:
