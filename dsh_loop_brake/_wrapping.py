@@ -15,6 +15,14 @@ tool, other arguments, another session -- counts. A call that enters through the
 execute seam is a new host call, with a chain of its own: what ran around it does not make it a
 repeat of anything.
 
+**One host call, however many runs.** The execute seam runs each host call in a ``HostCall``
+scope (the root of its chain). A braked body run straight inside it -- not inside another braked
+call -- is recorded there with its verdict, and a later run of the same brake, session, tool and
+identical arguments inside that same host call is the same call again, not a new one: a host
+that retries a body after a transient error, or starts it twice to take the first answer, has
+it counted once, and a retried denial is denied again without counting. What a retried body
+calls in turn is counted each run: the body really makes those calls again.
+
 **Tracebacks.** No frame of this module keeps the call's arguments when an exception (a denial
 above all) leaves it: each drops them from its locals first, so a traceback rendered with local
 variables -- what error trackers do by default -- shows none of them.
@@ -42,6 +50,7 @@ from dsh_loop_brake._short_repr import json_literal
 __all__ = [
     "BRAKES_ATTRIBUTE",
     "BrakedDefinition",
+    "HostCall",
     "Switch",
     "brake_definition",
     "brake_function",
@@ -116,20 +125,111 @@ def _enclosing(
             # Another name matches only the layer straight around this one: a body further
             # out calling another tool with the same values is a call of its own.
             and (outer_tool == tool or (layered and innermost))
+            and _identical(tool, arguments, outer_arguments)
         ):
-            if outer_arguments is arguments:
-                return call  # handed on as it came: the usual case, decided without hashing
-            try:
-                if call_digest(tool, arguments) == call_digest(tool, outer_arguments):
-                    return call
-            except Exception:
-                pass  # not identifiable: not the same call, as the brake sees it
+            return call
         call = outer
         innermost = False
     return None
 
 
-_running: ContextVar[_Call | None] = ContextVar("dsh_loop_brake_running", default=None)
+def _identical(tool: str, arguments: Any, other: Any) -> bool:
+    """Whether two calls of ``tool`` ask for the same thing, as the brake identifies calls."""
+    if other is arguments:
+        return True  # handed on as it came: the usual case, decided without hashing
+    try:
+        return call_digest(tool, arguments) == call_digest(tool, other)
+    except Exception:
+        return False  # not identifiable: not the same call, as the brake sees it
+
+
+@final
+class HostCall(list[list[Any]]):
+    """One call through the host's ``execute``: the braked body runs made straight inside it.
+
+    The execute seam makes one per host call and runs the call in it (``enter_call``). Each run
+    is recorded as ``[call, verdict]``, in the order the runs began (``list.append`` is atomic);
+    the first run of a call is counted, and a run again of it in the same host call (a retry, a
+    second speculative run) gets the first run's verdict instead of a count -- waiting for it
+    when the two run at once in two threads. A list, not a lock and a list: one allocation on
+    every host call's path. Its repr never shows the arguments it holds.
+    """
+
+    __slots__ = ()
+
+    def count_run(
+        self, brake: LoopBrake, tool: str, arguments: Any, session: str | None, layered: bool
+    ) -> _Call | None:
+        """``count_call`` for a body run straight inside this host call."""
+        mine: list[Any] = [
+            _new_call(_Call, (brake, tool, session, arguments, None, layered)),
+            _PENDING,
+        ]
+        self.append(mine)
+        for run in self:
+            if run is mine:
+                break  # the first run of this call: it is counted
+            earlier = run[0]
+            if run[1] is not _SUPERSEDED and (
+                earlier[0] is brake
+                and earlier[1] == tool
+                and earlier[2] == session
+                and _identical(tool, arguments, earlier[3])
+            ):
+                mine[1] = _SUPERSEDED  # this run is that one's: no later run waits on it
+                del arguments, mine  # no argument in this frame's locals
+                return _verdict(run)
+        try:
+            brake.check(tool, arguments, session_id=session)
+        except LoopBrakeError as error:
+            mine[1] = error
+            del arguments, mine  # no argument in this frame's locals
+            raise
+        except BaseException:
+            mine[1] = _UNBRAKED  # the check failed: count_call lets the call run unbraked
+            del arguments, mine
+            raise
+        mine[1] = None
+        counted: _Call = mine[0]
+        return counted
+
+    def __repr__(self) -> str:
+        return "<host call>"
+
+
+_PENDING: Final = object()
+"""The verdict of a run whose check is under way."""
+_UNBRAKED: Final = object()
+"""The verdict of a run whose check failed: it ran unbraked (fail open), and so do its reruns."""
+_SUPERSEDED: Final = object()
+"""A run again of a call run earlier in the host call: the earlier run's verdict is its own."""
+
+
+def _verdict(run: list[Any]) -> _Call | None:
+    """What a run again of ``run``'s call gets: its call to run inside, or its denial raised."""
+    verdict = run[1]
+    if verdict is _PENDING:
+        import time  # two runs of one call at once, in two threads: rare
+
+        while verdict is _PENDING:
+            time.sleep(0.0005)  # the first run's check is under way; it sets its verdict
+            verdict = run[1]
+    if verdict is None:
+        call: _Call = run[0]
+        return call  # run again: inside the call as it was counted
+    if verdict is _UNBRAKED:
+        return None
+    raise _again(verdict)
+
+
+def _again(denial: LoopBrakeError) -> LoopBrakeError:
+    """The same denial, as a new exception: a retry is told what the first run was told."""
+    import copy  # a retried denial is rare: not on every call's import path
+
+    return copy.copy(denial)  # every attribute, and no traceback of the first run
+
+
+_running: ContextVar[_Call | HostCall | None] = ContextVar("dsh_loop_brake_running", default=None)
 
 
 def count_call(
@@ -137,19 +237,22 @@ def count_call(
     tool: str,
     arguments: Any,
     session: str | None,
-    outer: _Call | None,
+    outer: _Call | HostCall | None,
     *,
     layered: bool = False,
 ) -> _Call | None:
     """Count one call (``LoopBrakeError`` when it is denied) and return the call to run it in.
 
-    ``outer`` is the braked call it runs inside (``current_call()``; ``None`` for a new host
-    call); ``layered``, whether the function about to run is braked by ``brake`` too. ``None``
-    when the body is to run as it is: inside an identical braked call, or the brake itself
-    failed (the call is allowed, one warning per tool).
+    ``outer`` is the braked call it runs inside (``current_call()``), else the ``HostCall`` it
+    runs straight inside, else ``None`` (a body the host runs on its own); ``layered``, whether
+    the function about to run is braked by ``brake`` too. ``None`` when the body is to run as it
+    is: inside an identical braked call, or the brake itself failed (the call is allowed, one
+    warning per tool).
     """
     try:
         if outer is not None:
+            if type(outer) is HostCall:
+                return outer.count_run(brake, tool, arguments, session, layered)
             same = _enclosing(outer, brake, tool, session, arguments)
             if same is not None:
                 if same[1] == tool:
@@ -170,14 +273,14 @@ def count_call(
 
 
 # The chain, for the plugin's execute seam: a host call runs inside the call the seam counted,
-# or, when its body counts itself, in a chain of its own (``None``). Bound methods of the
+# or, when its body counts itself, in a ``HostCall`` of its own. Bound methods of the
 # ContextVar: they are on every host call's path.
 current_call: Final = _running.get
 enter_call: Final = _running.set
 leave_call: Final = _running.reset
 
 
-async def inside_call(awaitable: Any, call: _Call | None) -> Any:
+async def inside_call(awaitable: Any, call: _Call | HostCall | None) -> Any:
     """Await ``awaitable`` inside ``call``: a sync body's coroutine runs after the body returned."""
     token = _running.set(call)
     try:

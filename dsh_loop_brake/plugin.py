@@ -33,10 +33,10 @@ from typing import Any, Final, Protocol, final
 from dsh_loop_brake._execution import OBJECT_TYPES, execution_session, read_field, warn_fail_open
 from dsh_loop_brake._wrapping import (
     BRAKES_ATTRIBUTE,
+    HostCall,
     Switch,
     braked_execute,
     count_call,
-    current_call,
     enter_call,
     inside_call,
     leave_call,
@@ -211,8 +211,8 @@ class _Installation:
                     token = None
                     if switch.on:
                         call = counted(kwargs.get(keyword) if execution is _ABSENT else execution)
-                        if call is not None or current_call() is not None:
-                            token = enter_call(call)  # a host call: a chain of its own
+                        # A host call: a chain of its own, whatever ran around it.
+                        token = enter_call(HostCall() if call is None else call)
                     try:
                         if rest or kwargs or execution is _ABSENT:
                             return await execute(*_given(execution), *rest, **kwargs)
@@ -229,12 +229,12 @@ class _Installation:
         @functools.wraps(execute)
         def braked_execute_sync(execution: Any = _ABSENT, /, *rest: Any, **kwargs: Any) -> Any:
             try:
-                call = None
-                token = None
+                call = scope = token = None
                 if switch.on:
                     call = counted(kwargs.get(keyword) if execution is _ABSENT else execution)
-                    if call is not None or current_call() is not None:
-                        token = enter_call(call)  # a host call: a chain of its own
+                    # A host call: a chain of its own, whatever ran around it.
+                    scope = HostCall() if call is None else call
+                    token = enter_call(scope)
                 try:
                     if rest or kwargs or execution is _ABSENT:
                         result = execute(*_given(execution), *rest, **kwargs)
@@ -244,10 +244,10 @@ class _Installation:
                     if token is not None:
                         leave_call(token)
             except BaseException:
-                del execution, rest, kwargs, call  # no argument in this frame's locals
+                del execution, rest, kwargs, call, scope  # no argument in this frame's locals
                 raise
-            if type(result) is CoroutineType and switch.on:
-                return inside_call(result, call)  # the host call goes on when it is awaited
+            if type(result) is CoroutineType and scope is not None:
+                return inside_call(result, scope)  # the host call goes on when it is awaited
             return result
 
         return braked_execute_sync

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts import AsyncHost, Context, InlineHost
+from hosts import AsyncHost, AsyncRetryingHost, Context, InlineHost, RetryingHost
 
 import dsh_loop_brake
 from dsh_loop_brake import LoopBrake, LoopBrakeError, decorate_tool, wrap_execute
@@ -124,6 +124,21 @@ def test_both_seams_of_an_async_host(before_apply: bool, asynchronous: bool) -> 
     call = {"name": "read_file", "arguments": secret_arguments(), "agent": {"id": "a"}}
 
     assert_no_canary(denial(lambda: asyncio.run(host.execute(dict(call)))))
+
+
+@pytest.mark.parametrize("host_type", [RetryingHost, AsyncRetryingHost])
+def test_a_retried_denial_keeps_ours_clean(host_type: type) -> None:
+    # The host runs the denied body again twice: the retries are denied from what the first
+    # run recorded, and the denial the host finally raises is the last retry's.
+    host = host_type()
+    loop_brake_plugin.apply(Context(host), {"maxRepeats": 1})
+    host.register({"name": "read_file", "execute": body})
+    call = {"name": "read_file", "arguments": secret_arguments(), "agent": {"id": "a"}}
+    run = host.execute if host_type is RetryingHost else lambda c: asyncio.run(host.execute(c))
+    with pytest.raises(LoopBrakeError) as denied:
+        run(call)
+    assert "count_run" in [frame.name for frame in our_frames(denied.value)]  # the recorded run
+    assert_no_canary(denied.value)
 
 
 def test_a_denial_from_inside_a_braked_body_passes_through_ours_clean() -> None:

@@ -160,3 +160,61 @@ class HandingBackHost(Registry):
 
     def execute(self, execution: dict[str, Any]) -> Any:
         return self.defs[execution["name"]]["execute"](execution["arguments"], execution)
+
+
+class RetryingHost(Registry):
+    """Runs the body again when it raises, up to ``attempts`` runs in all, each with a fresh deep
+    copy of the execution: a retry-with-backoff wrapper around the body's call, as a
+    tenacity-style ``@retry`` gives a host (whose default retries on any exception)."""
+
+    def __init__(self, attempts: int = 3, retry_on: tuple[type[BaseException], ...] = (Exception,)):
+        super().__init__()
+        self.attempts = attempts
+        self.retry_on = retry_on
+
+    def execute(self, execution: dict[str, Any]) -> Any:
+        for attempt in range(1, self.attempts + 1):
+            sent = copy.deepcopy(execution)
+            try:
+                return self.defs[sent["name"]]["execute"](sent["arguments"], sent)
+            except self.retry_on:
+                if attempt == self.attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+
+class AsyncRetryingHost(RetryingHost):
+    """``RetryingHost`` with a coroutine ``execute``: async bodies are awaited here, sync ones
+    run in a worker thread (``asyncio.to_thread``), each attempt after a backoff sleep."""
+
+    async def execute(self, execution: dict[str, Any]) -> Any:  # type: ignore[override]
+        for attempt in range(1, self.attempts + 1):
+            sent = copy.deepcopy(execution)
+            body = self.defs[sent["name"]]["execute"]
+            try:
+                if asyncio.iscoroutinefunction(body):
+                    return await body(sent["arguments"], sent)
+                return await asyncio.to_thread(body, sent["arguments"], sent)
+            except self.retry_on:
+                if attempt == self.attempts:
+                    raise
+                await asyncio.sleep(0)  # the backoff
+        raise AssertionError("unreachable")
+
+
+class RegisterOnlyRetryingHost(Registry):
+    """No ``execute``: the host runs the live body itself and runs it again when it raises."""
+
+    def __init__(self, attempts: int = 3, retry_on: tuple[type[BaseException], ...] = (Exception,)):
+        super().__init__()
+        self.attempts = attempts
+        self.retry_on = retry_on
+
+    def call(self, execution: dict[str, Any]) -> Any:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self.get(execution["name"])["execute"](execution["arguments"], execution)
+            except self.retry_on:
+                if attempt == self.attempts:
+                    raise
+        raise AssertionError("unreachable")
