@@ -11,7 +11,9 @@ Two seams, one count per call:
 * ``ctx.tools.execute`` is patched when the host has it, and counts only the calls whose body
   will not count itself: tools whose live definition the register seam did not brake (they were
   registered before the plugin was applied). The live definition is the host's ``get(name)``;
-  for a host without one, the names the register seam braked answer instead.
+  for a host without one, the names the register seam braked answer instead. Each host call
+  runs in a ``HostCall`` scope of its own, so a body the host runs again for it (a retry, a
+  speculative second run) is the same call, counted once.
 
 A call is read by attribute or by key (``name``, ``arguments``, ``agent`` and its ``id``); call
 ids are not needed. Reading that fails (a property that raises) lets the call run unbraked, with
