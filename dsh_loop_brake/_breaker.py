@@ -247,7 +247,8 @@ class CircuitBreaker:
     is a ``MemoryStore`` private to this breaker, and then an agent object's state is held
     weakly, with the object. In a shared store (``SQLiteStore``, ``RedisStore``) every agent is
     keyed by its id, so processes sharing the store judge one agent together; agents without an
-    id share the no-agent state. The breaker never closes a store it was given.
+    id share the no-agent state. The breaker never closes a store it was given. ``close()`` (or
+    leaving a ``with`` block) stops it judging and forgets what this process holds.
     """
 
     __slots__ = (
@@ -260,6 +261,7 @@ class CircuitBreaker:
         "_limits",
         "_lock",
         "_only",
+        "_owns_store",
         "_store",
         "_store_errors",
         "_unidentified",
@@ -276,6 +278,7 @@ class CircuitBreaker:
         # is refused here rather than failing every call).
         check_breaker_call(None, None, c.duplicate_limit, c.window, c.max_calls_per_agent)
         self._limits = (c.duplicate_limit, c.window, c.max_calls_per_agent)
+        self._owns_store = store is None
         if store is None:
             store = MemoryStore()
         elif not callable(getattr(store, "judge_call", None)):
@@ -384,16 +387,31 @@ class CircuitBreaker:
             self._weak.clear()
         self._store.forget_breaker()
 
-    def _close(self) -> None:
-        """Stop judging and forget what this process holds (the row's fiber was disposed).
+    def close(self) -> None:
+        """Stop judging (every later call is allowed), forget what this process holds, and
+        close what the breaker opened itself; idempotent. The plugin's dispose calls it.
 
-        A shared store belongs to every process that uses it: it is left as it is.
+        What a shared store holds belongs to every process that uses it: it is left as it is. A
+        store the breaker was given is never closed (whoever opened it closes it, as the plugin
+        closes the store its ``apply`` opened); the memory store it made for itself is. The
+        incident log is let go: a closed breaker denies nothing, so it writes nothing.
         """
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             self._weak.clear()
+            self._incidents = None
         if not self._by_id:
             self._store.forget_breaker()
+        if self._owns_store:
+            self._store.close()
+
+    def __enter__(self) -> CircuitBreaker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- the verdict --
 
@@ -446,8 +464,9 @@ class CircuitBreaker:
     ) -> BreakerDenial | None:
         """``denial``, written to the incident log first when it is the agent's first of its
         kind."""
-        if denial is not None and denial.first and self._incidents is not None:
-            self._incidents.record(
+        incidents = self._incidents  # read once: close() lets it go from another thread
+        if denial is not None and denial.first and incidents is not None:
+            incidents.record(
                 kind=denial.kind,
                 tool=shown,
                 count=denial.count,

@@ -111,9 +111,9 @@ def apply(ctx: Any, config: object = None) -> CircuitBreaker:
                         remove()
                 finally:
                     try:
-                        breaker._close()
+                        breaker.close()  # a breaker never closes the store it was given ...
                     finally:
-                        store.close()  # the store apply opened
+                        store.close()  # ... so the store apply opened is closed here
 
             return dispose
 
