@@ -30,7 +30,7 @@ from dsh_loop_brake.harness.profiles import install, resolve_home, uninstall
 from dsh_loop_brake.hooks import command as hook_command
 from dsh_loop_brake.loop_brake import PLUGIN_NAME, LoopBrakeConfigError
 from dsh_loop_brake.mcp_proxy import command as mcp_proxy_command
-from dsh_loop_brake.profile_options import add_profile_options
+from dsh_loop_brake.profile_options import add_profile_options, check_home
 from dsh_loop_brake.replay import command as replay_command
 from dsh_loop_brake.stores import StoreError
 
@@ -51,6 +51,9 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    # Reads the dsh home (--home, else DSH_HOME, else ~/.dsh): main refuses one that is not a
+    # directory before the command runs, in one line naming where it came from.
+    reads_home: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,24 +95,28 @@ COMMANDS: list[Command] = [
         f"add {PLUGIN_NAME} to a profile's bundle list (creates the profile; idempotent)",
         _configure_install,
         _run_install,
+        reads_home=True,
     ),
     Command(
         "uninstall",
         f"remove {PLUGIN_NAME} from a profile's bundle list",
         _configure_install,
         _run_uninstall,
+        reads_home=True,
     ),
     Command(
         "config",
         "show both plugins' composed rows, every resolved setting and where it came from",
         config_command.add_arguments,
         config_command.run,
+        reads_home=True,
     ),
     Command(
         "replay",
         "replay recorded agent transcripts through the brake and report what it would deny",
         replay_command.add_arguments,
         replay_command.run,
+        reads_home=True,
     ),
     Command(
         "hook",
@@ -122,6 +129,7 @@ COMMANDS: list[Command] = [
         "stand between an MCP client and a stdio MCP server, denying the calls of a tool loop",
         mcp_proxy_command.add_arguments,
         mcp_proxy_command.run,
+        reads_home=True,
     ),
     # More subcommands are added here: one Command(name, help, configure, run).
 ]
@@ -148,7 +156,7 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
     for command in commands:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.configure(sub)
-        sub.set_defaults(run=command.run, parser=sub)
+        sub.set_defaults(run=command.run, parser=sub, reads_home=command.reads_home)
     return parser
 
 
@@ -175,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     with _StderrLogging() as shown, _GuardedStdout.installed():
         try:
+            if args.reads_home:
+                check_home(args.home)
             code: int = args.run(args)
             sys.stdout.flush()
         except BrokenPipeError:  # e.g. `dsh-loop-brake config | head -1`: not an error

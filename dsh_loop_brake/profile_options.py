@@ -4,6 +4,8 @@ Shared by ``config``, ``replay`` and every command to come, so no command import
 
 * :func:`add_profile_options` — ``--profile NAME``, ``--home DIR``, ``--patch FILE``...;
   :func:`add_strict_option` — ``--strict`` (any warning makes the exit code 2);
+* :func:`check_home` — a dsh home that is not a directory, refused in one sentence naming where
+  it came from (``--home``, ``DSH_HOME`` or the default ``~/.dsh``);
 * :func:`compose_profile` — the profile's composed rows, saying on stderr when the profile does
   not exist (and which ones do);
 * :func:`row_max_repeats` — a ``loop-brake`` row's ``maxRepeats`` resolved as the plugin does
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +31,10 @@ from typing import Final
 from dsh_loop_brake import circuit_breaker
 from dsh_loop_brake._config import Resolved, Source, resolve_max_repeats_with_source
 from dsh_loop_brake.exits import warn
-from dsh_loop_brake.harness.errors import locate
+from dsh_loop_brake.harness.errors import HarnessError, locate
 from dsh_loop_brake.harness.layers import compose
 from dsh_loop_brake.harness.patches import Composition
-from dsh_loop_brake.harness.profiles import profile_dir, profile_names
+from dsh_loop_brake.harness.profiles import HOME_ENV, profile_dir, profile_names, resolve_home
 from dsh_loop_brake.harness.types import Origin, Row
 from dsh_loop_brake.loop_brake import LoopBrakeConfigError
 from dsh_loop_brake.stores._settings import (
@@ -50,6 +53,7 @@ __all__ = [
     "LoopBrakeSetting",
     "add_profile_options",
     "add_strict_option",
+    "check_home",
     "compose_profile",
     "missing_profile_message",
     "resolve_circuit_breaker",
@@ -107,6 +111,64 @@ def _home_directory(text: str) -> Path:
             "the directory is empty; give one, or leave --home out to use $DSH_HOME or ~/.dsh"
         )
     return Path(text)
+
+
+def check_home(given: Path | None, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a dsh home that is not a directory and cannot become one: a ``HarnessError``.
+
+    ``given`` is ``--home`` (``None``: ``$DSH_HOME``, else ``~/.dsh``). The home itself, or the
+    nearest part of its path that exists, being a file (a device, a pipe...) would otherwise
+    surface as a warning that the profile does not exist followed by an error that the profile
+    cannot be read; this says what is wrong once, and where the path came from. A home that
+    does not exist yet is left to the command (install creates it; the others read no profile).
+    """
+    home = resolve_home(given, environ)
+    if home.is_dir():
+        return  # the usual case: one stat
+    blocker = _not_a_directory(home)
+    if blocker is None:
+        return
+    if given is not None:
+        subject = f"--home is {home}"
+        fix = "give --home a directory (the dsh home), or leave it out to use $DSH_HOME or ~/.dsh"
+    elif (os.environ if environ is None else environ).get(HOME_ENV, "").strip():
+        subject = f"{HOME_ENV} is {home}"
+        fix = f"set {HOME_ENV} to a directory (the dsh home), or unset it to use ~/.dsh"
+    else:
+        subject = f"the default dsh home ~/.dsh is {home}"
+        fix = f"move it aside, or name another directory with {HOME_ENV} or --home"
+    if blocker == home:
+        problem = f"which is {_kind_of(blocker)}, not a directory"
+    else:
+        problem = f"which cannot be a directory because {blocker} is {_kind_of(blocker)}"
+    raise HarnessError(f"{subject}, {problem}; {fix}")
+
+
+def _not_a_directory(home: Path) -> Path | None:
+    """The nearest existing part of ``home``'s path (itself first) when it is not a directory."""
+    for path in (home, *home.parents):
+        try:
+            mode = path.stat().st_mode
+        except OSError as error:
+            if isinstance(error, (FileNotFoundError, NotADirectoryError)):
+                continue  # not there (or under a file): look further up
+            return None  # cannot be looked at (permissions): the command says what it finds
+        return None if stat.S_ISDIR(mode) else path
+    return None
+
+
+def _kind_of(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISREG, "a file"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "something else"
 
 
 # ---------------------------------------------------------------------------------------------
