@@ -25,7 +25,11 @@ and checks ``expires`` too.
 Processes and threads. Each thread gets its own connection (so one thread waiting for the lock
 does not hold up the others beyond SQLite's own lock). A thread's connection is closed once the
 thread has ended, when the next new thread opens its own: a host that runs each request in a
-thread of its own must not collect two open files per request.
+thread of its own must not collect two open files per request. ``close()`` may come from any
+thread at any moment (a host disposing its brakes while calls are in flight): each connection has
+a lock its thread holds while using it, and ``close()`` closes only the idle ones; a connection
+in use is closed by its own thread as soon as that operation ends (the operation finishes and
+counts). Closing a connection under the thread executing on it would crash the process.
 
 Fork. SQLite keeps per-process books about the files it has open -- which locks this process
 holds, the WAL index it has mapped -- and ``fork`` copies them into the child, where any new
@@ -222,6 +226,42 @@ class _Connection(sqlite3.Connection):
     heard: _Heard
 
 
+@final
+class _Link:
+    """One thread's connection to the file, and the lock its operations hold while using it.
+
+    Only the thread itself opens a connection on its link, and only it uses one; ``close()`` in
+    another thread closes the connection only while the lock is free, else leaves it to the
+    thread, which closes it when its operation ends. ``generation`` is the store's generation
+    the connection was opened in (``None``: no usable connection); ``close()`` and a fork start
+    a new one, and a link of an older one reconnects on its next use.
+    """
+
+    __slots__ = ("db", "generation", "lock", "thread")
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.db: _Connection | None = None
+        self.generation: object = None
+        self.lock = threading.Lock()
+        self.thread = thread
+
+
+def _close_link(link: _Link, unless_current: object = None) -> None:
+    """Close ``link``'s connection unless its thread is using it (or it is of the generation
+    ``unless_current``): what may already be broken must not raise."""
+    if not link.lock.acquire(blocking=False):
+        return  # in use: its thread closes it when done (see SQLiteStore._release)
+    try:
+        if link.generation is unless_current and unless_current is not None:
+            return
+        db, link.db, link.generation = link.db, None, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+    finally:
+        link.lock.release()
+
+
 def _agent_key(agent: str | None) -> bytes:
     return _NO_AGENT if agent is None else b"agent:" + agent.encode("utf-8", "surrogatepass")
 
@@ -253,16 +293,25 @@ def _wait_for_fork() -> None:
         _in_flight.append(None)
 
 
-def _fenced(method: Callable[..., _Result]) -> Callable[..., _Result]:
-    """Count ``method`` (a store operation) as in flight, so that no fork happens inside it."""
+def _operation(method: Callable[..., _Result]) -> Callable[..., _Result]:
+    """A store operation, ``method(self, db, ...)``, on this thread's connection ``db``.
+
+    It counts as in flight, so that no fork happens inside it, and holds the connection's lock,
+    so that ``close()`` in another thread never closes the connection while it is in use (SQLite
+    would free what this thread is still executing: the process crashes).
+    """
 
     @functools.wraps(method)
-    def operation(*args: object, **kwargs: object) -> _Result:
+    def operation(self: SQLiteStore, *args: object, **kwargs: object) -> _Result:
         _in_flight.append(None)
         if _forking:
             _wait_for_fork()
         try:
-            return method(*args, **kwargs)
+            link, db = self._acquire()
+            try:
+                return method(self, db, *args, **kwargs)
+            finally:
+                self._release(link)
         finally:
             _in_flight.pop()
 
@@ -491,9 +540,9 @@ class SQLiteStore(StoreNamedByUrl):
         "__weakref__",
         "_busy_timeout",
         "_clock",
-        "_connections",
         "_generation",
         "_inherited",
+        "_links",
         "_local",
         "_lock",
         "_path",
@@ -535,9 +584,9 @@ class SQLiteStore(StoreNamedByUrl):
         self._clock = clock
         self._lock = threading.Lock()
         self._local = threading.local()
-        # Every thread's connection, with the thread it belongs to: to close them all, and to close
-        # those of threads that have ended.
-        self._connections: dict[sqlite3.Connection, threading.Thread] = {}
+        # Every thread's link (its connection, and the thread it belongs to): to close them all,
+        # and to close those of threads that have ended.
+        self._links: list[_Link] = []
         self._inherited: list[sqlite3.Connection] = []  # from a parent process: never used
         self._generation = object()  # replaced by close() and fork: older connections are stale
         _stores.add(self)
@@ -563,40 +612,41 @@ class SQLiteStore(StoreNamedByUrl):
     def advance_streak(self, session: str, digest: bytes) -> int:
         check_streak_call(session, digest)
         key = session.encode("utf-8", "surrogatepass")
-        _in_flight.append(None)  # what _fenced does, written out on the busiest path
+        _in_flight.append(None)  # what _operation does, written out on the busiest path
         if _forking:
             _wait_for_fork()
         try:
-            db = self._db()
-            now = self._clock()
-            heard = db.heard
-            heard.count, heard.bucket = 1, None  # what a new row reports: nothing, count 1
+            link, db = self._acquire()
             try:
-                db.execute(_ADVANCE, (key, digest, now, self._ttl))
-            except sqlite3.Error as error:
-                raise self._failure(db, error) from error
-            bucket = heard.bucket
-            if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
-                self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
-            return heard.count
+                now = self._clock()
+                heard = db.heard
+                heard.count, heard.bucket = 1, None  # what a new row reports: nothing, count 1
+                try:
+                    db.execute(_ADVANCE, (key, digest, now, self._ttl))
+                except sqlite3.Error as error:
+                    raise self._failure(db, error) from error
+                bucket = heard.bucket
+                if bucket is not None and bucket != (now + self._ttl) // _BUCKET_SECONDS:
+                    self._rebucket(db, _REBUCKET_STREAK, key)  # once an hour per session
+                return heard.count
+            finally:
+                self._release(link)
         finally:
             _in_flight.pop()
 
-    @_fenced
-    def read_streak(self, session: str) -> tuple[bytes, int] | None:
+    @_operation
+    def read_streak(self, db: _Connection, session: str) -> tuple[bytes, int] | None:
         check_key(session, "session")
         key = session.encode("utf-8", "surrogatepass")
-        db = self._db()
         try:
             row = db.execute(_READ_STREAK, (key, self._clock())).fetchone()
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
         return None if row is None else (bytes(row[0]), int(row[1]))
 
-    @_fenced
-    def forget_streaks(self, session: str | None = None) -> None:
+    @_operation
+    def forget_streaks(self, db: _Connection, session: str | None = None) -> None:
         check_key(session, "session", optional=True)
-        db = self._db()
         try:
             if session is None:
                 db.execute(_FORGET_STREAKS)
@@ -605,9 +655,8 @@ class SQLiteStore(StoreNamedByUrl):
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
-    @_fenced
-    def count_streaks(self) -> int:
-        db = self._db()
+    @_operation
+    def count_streaks(self, db: _Connection) -> int:
         try:
             count: int = db.execute(_COUNT_STREAKS, (self._clock(),)).fetchone()[0]
         except sqlite3.Error as error:
@@ -616,9 +665,10 @@ class SQLiteStore(StoreNamedByUrl):
 
     # -- the circuit breaker's windows --
 
-    @_fenced
+    @_operation
     def judge_call(
         self,
+        db: _Connection,
         agent: str | None,
         digest: bytes | None,
         *,
@@ -628,7 +678,6 @@ class SQLiteStore(StoreNamedByUrl):
     ) -> BreakerDenial | None:
         check_breaker_call(agent, digest, duplicate_limit, window, cap)
         key = _agent_key(agent)
-        db = self._db()
         try:
             with _write_transaction(db):
                 denial = self._judge(db, key, digest, duplicate_limit, window, cap)
@@ -706,19 +755,17 @@ class SQLiteStore(StoreNamedByUrl):
             db.execute(_WINDOW_FORGET, (expired,))
             db.execute(_FORGET_AGENT, (expired,))
 
-    @_fenced
-    def breaker_calls(self, agent: str | None) -> int:
+    @_operation
+    def breaker_calls(self, db: _Connection, agent: str | None) -> int:
         check_key(agent, "agent", optional=True)
-        db = self._db()
         try:
             row = db.execute(_AGENT_CALLS, (_agent_key(agent), self._clock())).fetchone()
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
         return 0 if row is None else int(row[0])
 
-    @_fenced
-    def forget_breaker(self) -> None:
-        db = self._db()
+    @_operation
+    def forget_breaker(self, db: _Connection) -> None:
         try:
             with _write_transaction(db):
                 db.execute(_WINDOWS_FORGET)
@@ -726,9 +773,8 @@ class SQLiteStore(StoreNamedByUrl):
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
-    @_fenced
-    def count_agents(self) -> int:
-        db = self._db()
+    @_operation
+    def count_agents(self, db: _Connection) -> int:
         try:
             count: int = db.execute(_COUNT_AGENTS, (self._clock(), _NO_AGENT)).fetchone()[0]
         except sqlite3.Error as error:
@@ -737,37 +783,73 @@ class SQLiteStore(StoreNamedByUrl):
 
     # -- the rest of the protocol --
 
-    @_fenced
-    def ping(self) -> None:
+    @_operation
+    def ping(self, db: _Connection) -> None:
         """Open the file if need be and read it once."""
-        db = self._db()
         try:
             db.execute("SELECT count(*) FROM streaks WHERE session = x''").fetchone()
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
 
     def close(self) -> None:
-        """Close every thread's connection; the next operation opens a new one."""
+        """Close every thread's connection; the next operation opens a new one.
+
+        A connection that another thread is using at this moment is closed by that thread as
+        soon as its operation ends (which it finishes normally), never under it.
+        """
         with self._lock:
-            connections, self._connections = self._connections, {}
             self._generation = object()
-        for db in connections:
-            with contextlib.suppress(sqlite3.Error):  # what may already be broken must not raise
-                db.close()
+            links = list(self._links)
+        for link in links:
+            _close_link(link, unless_current=self._generation)
 
     # -- connections --
 
-    @_fenced
-    def _open(self) -> None:
-        self._db()
+    @_operation
+    def _open(self, db: _Connection) -> None:
+        pass  # _operation has opened (and checked) the file
 
-    def _db(self) -> _Connection:
-        """This thread's connection, opened (and the file checked) on first use."""
-        local = self._local
-        db: _Connection | None = getattr(local, "db", None)
-        if db is not None and local.generation is self._generation:
-            return db
-        return self._connect()
+    def _acquire(self) -> tuple[_Link, _Connection]:
+        """This thread's link, locked, and its connection of the current generation (opened,
+        and the file checked, on first use and after ``close()`` or a failure)."""
+        link: _Link | None = getattr(self._local, "link", None)
+        if link is None:
+            link = self._new_link()
+        link.lock.acquire()
+        db = link.db
+        if db is None or link.generation is not self._generation:
+            try:
+                link.db, link.generation = None, None
+                if db is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.close()
+                generation = self._generation  # read first: a close() meanwhile makes it stale
+                db = link.db = self._connect()
+                link.generation = generation
+            except BaseException:
+                link.lock.release()
+                raise
+        return link, db
+
+    def _release(self, link: _Link) -> None:
+        link.lock.release()
+        generation = self._generation
+        if link.generation is not generation:  # close() ran meanwhile: it left this one to us
+            _close_link(link, unless_current=generation)
+
+    def _new_link(self) -> _Link:
+        """A link for this thread; the connections of threads that have ended are closed now
+        (nothing can use them again: a thread's link is reached only through its own local
+        storage)."""
+        link = _Link(threading.current_thread())
+        with self._lock:
+            ended = [old for old in self._links if not old.thread.is_alive()]
+            self._links = [old for old in self._links if old.thread.is_alive()]
+            self._links.append(link)
+        for old in ended:
+            _close_link(old)
+        self._local.link = link
+        return link
 
     def _connect(self) -> _Connection:
         url = self._url
@@ -778,7 +860,7 @@ class SQLiteStore(StoreNamedByUrl):
                 self._path,
                 timeout=self._busy_timeout,
                 isolation_level=None,  # autocommit: transactions are ours to begin and end
-                check_same_thread=False,  # close() closes every thread's connection
+                check_same_thread=False,  # close() closes idle threads' connections
                 factory=_Connection,
             )
             db.heard = _Heard()
@@ -808,19 +890,6 @@ class SQLiteStore(StoreNamedByUrl):
         except BaseException:
             db.close()
             raise
-        with self._lock:
-            # The connections of threads that have ended go now: nothing can use them again (a
-            # thread's connection is reached only through that thread's own local storage).
-            ended = [old for old, thread in self._connections.items() if not thread.is_alive()]
-            for old in ended:
-                del self._connections[old]
-            self._connections[db] = threading.current_thread()
-            generation = self._generation
-        for old in ended:
-            with contextlib.suppress(sqlite3.Error):
-                old.close()
-        self._local.db = db
-        self._local.generation = generation
         return db
 
     def _failure(self, db: sqlite3.Connection, error: sqlite3.Error) -> StoreError:
@@ -844,17 +913,18 @@ class SQLiteStore(StoreNamedByUrl):
         )
 
     def _drop(self, db: sqlite3.Connection) -> None:
-        with self._lock:
-            self._connections.pop(db, None)
-        if getattr(self._local, "db", None) is db:
-            self._local.db = None
+        """Close this thread's connection ``db`` (its operation holds the link's lock)."""
+        link: _Link | None = getattr(self._local, "link", None)
+        if link is not None and link.db is db:
+            link.db, link.generation = None, None
         with contextlib.suppress(sqlite3.Error):
             db.close()
 
     def _forget_inherited_connections(self) -> None:
         """In a child after fork: set the parent's connections aside, unused and unclosed (only
         those of a fork that did not find the process quiet are still here)."""
-        self._inherited.extend(self._connections)
-        self._connections = {}
+        self._inherited.extend(link.db for link in self._links if link.db is not None)
+        self._links = []
         self._lock = threading.Lock()  # a lock held by another thread at fork stays held
+        self._local = threading.local()  # this thread's link is among those set aside
         self._generation = object()
