@@ -189,7 +189,8 @@ def sqlite(directory: Path, rounds: int, batch: int) -> None:
 
 def sqlite_group(path: Path, contender: str, rounds: int, batch: int) -> None:
     store = SQLiteStore(path)
-    db = store._db()  # the store's own connection (this thread's): the same connection
+    link, db = store._acquire()  # the store's own connection (this thread's): the same one
+    store._release(link)
     db.execute(BARE_TABLE)
     keys = [s.encode() for s in SESSIONS]
 

@@ -406,7 +406,7 @@ def test_a_mistyped_url_with_a_password_never_shows_it(url: str) -> None:
     assert "***" in str(error)
 
 
-@pytest.mark.parametrize("name", ["pa%73sword", "%70assword", "PASS%57ORD"])
+@pytest.mark.parametrize("name", ["pa%73sword", "%70assword"])
 def test_a_password_query_option_spelled_with_escapes_is_hidden(name: str) -> None:
     # redis-py reads the option's name unescaped: pa%73sword= is its password.
     store = RedisStore(f"redis://127.0.0.1:6379/0?{name}={SECRET}&db=0")
