@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,3 +159,133 @@ def test_a_child_forked_while_threads_check_counts_and_never_hangs(
     # A lock redis-py's pool held in another thread at the fork stayed held in the child.
     url = request.getfixturevalue("redis_url") if kind == "redis" else f"sqlite:{tmp_path / 's'}"
     assert run_python(FORK_WHILE_CHECKING, url) == "True 0"
+
+
+# --- URLs: options, and the password in a traceback rendered with its locals -------------------
+
+CANARY = "Canary-Pw0rd-7731"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0?foo=1",
+        f"redis://127.0.0.1:6379/0?pasword={CANARY}",
+        f"redis://127.0.0.1:6379/0?PASSWORD={CANARY}",
+        f"redis://127.0.0.1:6379/0?ssl_password={CANARY}",  # a TLS option, on a plain URL
+        f"unix:///run/redis.sock?socket_keepalive=yes&password={CANARY}",
+        f"redis://127.0.0.1:6379/0?foo=1;password={CANARY}",
+    ],
+)
+def test_an_option_the_store_does_not_take_is_refused_when_the_store_is_made(url: str) -> None:
+    # redis-py passes an unknown option on to the connection, which fails only when it first
+    # connects: a store made without ping() would fail open on every check for good.
+    from dsh_loop_brake.stores import RedisStore, StoreConfigError, open_store
+
+    for make in (RedisStore, open_store):
+        with pytest.raises(
+            StoreConfigError, match=r"query option .* which the Redis store does not"
+        ):
+            make(url)
+    with pytest.raises(StoreConfigError) as raised:
+        RedisStore(url)
+    assert CANARY not in str(raised.value) + repr(raised.value) + str(raised.value.url)
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("redis://127.0.0.1:0/0", "port 0"),
+        ("redis://127.0.0.1:6379/0#x", "fragment"),
+        ("redis://127.0.0.1:6379/0?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
+        ("rediss://127.0.0.1:6379/0?ssl_cert_reqs=sometimes", "cannot be used"),
+    ],
+)
+def test_a_url_redis_py_would_misread_or_fail_on_later_is_refused(url: str, match: str) -> None:
+    from dsh_loop_brake.stores import RedisStore, StoreConfigError
+
+    with pytest.raises(StoreConfigError, match=match):
+        RedisStore(url)
+
+
+def test_config_refuses_an_unknown_option_naming_it_and_its_source(
+    run_cli: Any, dsh_home: Path
+) -> None:
+    patch = dsh_home / "profiles" / "default" / "cordis.patch.yml"
+    patch.parent.mkdir(parents=True)
+    patch.write_text(
+        "- insert:\n  - id: loop-brake\n    name: dsh-loop-brake\n    config:\n"
+        f"      store: redis://127.0.0.1:6379/0?pasword={CANARY}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("config", "--home", str(dsh_home))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{patch}:5" in result.stderr
+    assert 'query option "pasword"' in result.stderr
+    assert CANARY not in result.stdout + result.stderr
+    assert "pasword=***" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "shown"),
+    [
+        (f"pasword={CANARY}", "pasword=***"),
+        (f"PASSWORD={CANARY}", "PASSWORD=***"),
+        (f"ssl_password={CANARY}", "ssl_password=***"),
+        (f"password%00={CANARY}", "password%00=***"),
+        ("db=3", "db=3"),
+        ("socket_timeout=1.5", "socket_timeout=1.5"),
+    ],
+)
+def test_only_option_values_known_to_hold_no_secret_are_shown(option: str, shown: str) -> None:
+    from dsh_loop_brake.stores import redact_url
+
+    assert redact_url(f"redis://h:6379/0?{option}") == f"redis://h:6379/0?{shown}"
+    assert redact_url(f"redis://h:6379/0#{CANARY}") == "redis://h:6379/0#***"
+
+
+WRONG_URLS = {
+    "wrong password": "redis://:{pw}@127.0.0.1:{port}/0",
+    "refused port": "redis://:{pw}@127.0.0.1:{closed}/0",
+    "malformed": "redis://:{pw}@127.0.0.1:notaport/0",
+    "unknown option": "redis://127.0.0.1:{port}/0?pasword={pw}",
+    "bad value": "redis://:{pw}@127.0.0.1:{port}/0?socket_timeout=x",
+}
+
+
+def _raised(make: Any, kind: str, port: int, closed: int) -> BaseException:
+    # The URL is built in the call, never held in a local of this frame (which is in the
+    # traceback too).
+    try:
+        make(WRONG_URLS[kind].format(pw=CANARY, port=port, closed=closed))
+    except Exception as error:
+        return error
+    raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("kind", sorted(WRONG_URLS))
+def test_a_traceback_rendered_with_its_locals_never_shows_the_password(
+    kind: str, make_redis_server: Any
+) -> None:
+    import socket
+    import traceback
+
+    from dsh_loop_brake.stores import RedisStore, StoreError, open_store
+
+    server = make_redis_server("--requirepass", "the-right-one")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    makers = (
+        [open_store] if kind in ("wrong password", "refused port") else [open_store, RedisStore]
+    )
+    for make in makers:
+        error = _raised(make, kind, server.port, closed)
+        assert isinstance(error, StoreError)
+        rendered = "".join(
+            traceback.TracebackException(
+                type(error), error, error.__traceback__, capture_locals=True
+            ).format()
+        )
+        assert CANARY not in rendered, rendered
+        assert "***" in rendered

@@ -72,8 +72,21 @@ def open_store(
     an unknown scheme, a malformed URL, a file that is not a store, a directory that cannot be
     created -- and ``MissingExtraError`` (an ``ImportError`` too) for a Redis URL without the
     ``redis`` extra; ``StoreError`` for a store that cannot be reached or refuses the
-    credentials. Messages name the URL with any password shown as ``***``.
+    credentials. Messages name the URL with any password shown as ``***``, and say what the cause
+    was; the error carries no cause and no traceback below this call (the frames beneath hold
+    the URL in their locals, which a traceback rendered with its locals would show).
     """
+    try:
+        return _open_store(url, session_ttl, home)
+    except StoreError as error:
+        # No frame below this one reaches the traceback (several hold the URL, password and
+        # all, in their locals; so may a client library's frames in the cause), and this one
+        # lets go of it before raising: the message says what the cause was.
+        del url
+        raise error.with_traceback(None) from None
+
+
+def _open_store(url: str, session_ttl: int, home: str | os.PathLike[str] | None) -> Store:
     scheme = scheme_of(url)
     if scheme == "memory":
         check_session_ttl(session_ttl, redact_url(url))
