@@ -289,3 +289,103 @@ def test_a_traceback_rendered_with_its_locals_never_shows_the_password(
         )
         assert CANARY not in rendered, rendered
         assert "***" in rendered
+
+
+# --- Redis keys of ours holding what the store never wrote -------------------------------------
+
+PLANTED_STREAKS = {
+    "list": ("lpush", "x"),
+    "hash": ("hset", "x", "y"),
+    "short": ("set", "short"),
+    "not a number": ("set", "x" * 40 + "notanumber"),
+    "zero": ("set", "x" * 40 + "0"),
+}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED_STREAKS))
+def test_a_planted_streak_key_is_replaced_by_the_next_check_which_says_so(
+    planted: str, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Failing open on that session for good was a bypass by anyone who could write one key.
+    import redis
+
+    from dsh_loop_brake import LoopBrake, LoopBrakeError
+    from dsh_loop_brake.stores import StoreError, open_store
+
+    key = "dsh-loop-brake:streak:s"
+    command, *values = PLANTED_STREAKS[planted]
+    with redis.Redis.from_url(redis_url) as client:
+        getattr(client, command)(key, *values)
+        store = open_store(redis_url, session_ttl=600)
+        brake = LoopBrake(3, store=store)
+        if planted in ("list", "hash", "short", "zero"):
+            with pytest.raises(StoreError, match=r"did not write|WRONGTYPE"):
+                brake.streak("s")  # a read says so; only a check replaces the value
+        assert brake.check("search", {"q": 1}, session_id="s") == 1
+        assert brake.check("search", {"q": 1}, session_id="s") == 2
+        with pytest.raises(LoopBrakeError):
+            brake.check("search", {"q": 1}, session_id="s")
+        assert brake.store_errors == 0
+        assert 0 < client.ttl(key) <= 600  # it expires like any key of the store's
+        store.close()
+    warnings = [r.getMessage() for r in caplog.records if "did not write" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "a session's key held a value the store did not write" in warnings[0]
+
+
+PLANTED_AGENTS = {
+    "a string": ("set", "str"),
+    "calls not a number": ("hset", {"calls": "abc", "next": "0", "head": "0"}),
+    "a window without digests": ("hset", {"next": "3", "head": "0"}),
+    "a bound far below zero": ("hset", {"head": "-1000000000000000", "next": "0"}),
+    "a bound that is a fraction": ("hset", {"head": "0.5", "next": "2"}),
+}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED_AGENTS))
+def test_a_planted_agent_key_is_replaced_by_the_next_check(
+    planted: str, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "a bound far below zero" must not keep the script evicting for ever (the server stuck).
+    import redis
+
+    from dsh_loop_brake.circuit_breaker import CircuitBreaker, resolve_config
+    from dsh_loop_brake.stores import open_store
+
+    key = "dsh-loop-brake:agent:A"
+    command, value = PLANTED_AGENTS[planted]
+    with redis.Redis.from_url(redis_url) as client:
+        if command == "set":
+            client.set(key, value)
+        else:
+            client.hset(key, mapping=value)
+        store = open_store(redis_url, session_ttl=600)
+        breaker = CircuitBreaker(resolve_config({"duplicateLimit": 3, "window": 3}), store=store)
+        breaker.check_call("t", {"a": 1}, agent="A")
+        breaker.check_call("t", {"a": 2}, agent="A")
+        assert breaker.calls("A") == 2
+        assert breaker.store_errors == 0
+        assert 0 < client.ttl(key) <= 600
+        store.close()
+    warnings = [r.getMessage() for r in caplog.records if "did not write" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "an agent's key held a value the store did not write" in warnings[0]
+
+
+def test_reading_an_agents_calls_that_the_store_did_not_write_is_a_store_error(
+    redis_url: str,
+) -> None:
+    import redis
+
+    from dsh_loop_brake.circuit_breaker import CircuitBreaker, resolve_config
+    from dsh_loop_brake.stores import StoreError, open_store
+
+    with redis.Redis.from_url(redis_url) as client:
+        client.hset("dsh-loop-brake:agent:B", mapping={"calls": "abc"})
+    store = open_store(redis_url)
+    breaker = CircuitBreaker(resolve_config({}), store=store)
+    with pytest.raises(StoreError, match="did not write"):
+        breaker.calls("B")
+    with pytest.raises(StoreError, match="did not write"):
+        store.breaker_calls("B")
+    store.close()

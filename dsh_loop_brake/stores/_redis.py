@@ -184,7 +184,9 @@ TOKEN_SIZE: Final = 8
 _GLOB: Final = re.compile(rb"([*?\[\]\\])")
 _SCAN_BATCH: Final = 500
 _token: Final = os.urandom  # unique across processes and machines, and after fork
-_healed_at: dict[int, float] = {}  # store (by id) -> when a replaced key was last warned of
+# When each store last warned of a key it replaced (weakly: a store made in its place after it
+# is gone must warn again).
+_healed_at: weakref.WeakKeyDictionary[RedisStore, float] = weakref.WeakKeyDictionary()
 
 
 class MissingExtraError(StoreConfigError, ImportError):
@@ -618,20 +620,18 @@ class RedisStore(StoreNamedByUrl):
         """Say (at most once a minute per store) that a key of the store's held a value it did
         not write, which a check replaced (the count started again)."""
         now = time.monotonic()
-        last = _healed_at.get(id(self))
+        last = _healed_at.get(self)
         if last is not None and now - last < 60.0:
             return
-        _healed_at[id(self)] = now
-        while len(_healed_at) > 1024:
-            del _healed_at[next(iter(_healed_at))]
+        _healed_at[self] = now
         import logging  # only now: the checks' own path never needs it
 
         logging.getLogger("dsh_loop_brake.stores").warning(
-            "store %s: a %s's key held a value the store did not write (written by another"
+            "store %s: %s key held a value the store did not write (written by another"
             " program, or planted); the check replaced it, and that %s's counts started again"
             " (this warning repeats at most once a minute)",
             json_literal(self._url),
-            what,
+            "an agent's" if what == "agent" else f"a {what}'s",
             what,
         )
 
