@@ -389,3 +389,85 @@ def test_reading_an_agents_calls_that_the_store_did_not_write_is_a_store_error(
     with pytest.raises(StoreError, match="did not write"):
         store.breaker_calls("B")
     store.close()
+
+
+# --- Redis: whose keys, and which server -------------------------------------------------------
+
+
+def test_an_empty_prefix_is_refused(redis_url: str) -> None:
+    # With no prefix, forgetting every session deleted any key named streak:*, another
+    # program's too.
+    from dsh_loop_brake.stores import RedisStore, StoreConfigError
+
+    with pytest.raises(StoreConfigError, match="prefix must be a non-empty str"):
+        RedisStore(redis_url, prefix="")
+
+
+def test_forgetting_everything_deletes_only_the_stores_own_keys(redis_url: str) -> None:
+    import redis
+
+    from dsh_loop_brake import LoopBrake
+    from dsh_loop_brake.circuit_breaker import CircuitBreaker, resolve_config
+    from dsh_loop_brake.stores import RedisStore
+
+    others = [
+        "streak:app-data",
+        "agent:app-data",
+        "app:streak:x",
+        "ab:streak:x",  # matched by the unescaped glob a*:streak:*
+        "a*:streakx",
+        "a*:agent",
+        "a*:no-agentx",
+    ]
+    with redis.Redis.from_url(redis_url) as client:
+        for key in others:
+            client.set(key, "theirs")
+        store = RedisStore(redis_url, prefix="a*:")
+        brake = LoopBrake(5, store=store)
+        breaker = CircuitBreaker(resolve_config({}), store=store)
+        brake.check("t", {}, session_id="s")
+        breaker.check_call("t", {}, agent="A")
+        breaker.check_call("t", {"b": 1})
+        assert sorted(client.keys("a\\*:*")) == [
+            b"a*:agent",
+            b"a*:agent:A",
+            b"a*:no-agent",
+            b"a*:no-agentx",
+            b"a*:streak:s",
+            b"a*:streakx",
+        ]
+        brake.reset()
+        breaker.reset()
+        left = sorted(key.decode() for key in client.keys("*"))
+        store.close()
+    assert left == sorted(others)
+
+
+def test_a_cluster_clients_store_names_the_node_it_talks_to(
+    make_redis_server: Any, tmp_path: Path
+) -> None:
+    import time
+
+    import redis
+    from redis.cluster import RedisCluster
+
+    from dsh_loop_brake import LoopBrake
+    from dsh_loop_brake.stores import RedisStore
+
+    server = make_redis_server(
+        "--cluster-enabled", "yes", "--cluster-config-file", str(tmp_path / "nodes.conf")
+    )
+    with redis.Redis(port=server.port) as node:
+        node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        for _ in range(2000):  # a bound, not a timing test: the cluster comes up at once
+            if b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO"):
+                break
+            time.sleep(0.01)
+    client = RedisCluster(host="127.0.0.1", port=server.port)
+    store = RedisStore(client)
+    assert store.url == f"redis://127.0.0.1:{server.port} (RedisCluster)"
+    brake = LoopBrake(5, store=store)
+    assert [brake.check("t", {}, session_id=f"s{n % 3}") for n in range(6)] == [1, 1, 1, 2, 2, 2]
+    brake.reset()  # keys on every node, deleted slot by slot
+    assert len(brake) == 0
+    client.close()
