@@ -4,10 +4,14 @@ can write, keys of ours holding what we never wrote there."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -471,3 +475,156 @@ def test_a_cluster_clients_store_names_the_node_it_talks_to(
     brake.reset()  # keys on every node, deleted slot by slot
     assert len(brake) == 0
     client.close()
+
+
+# --- SQLite: whose file, and who else may write it ---------------------------------------------
+
+as_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (to chown a file)"
+)
+OTHER_UID = 65534  # nobody
+
+
+@as_root
+@pytest.mark.parametrize("which", ["", "-wal", "-shm"])
+def test_a_state_file_of_another_user_is_refused_and_left_alone(which: str, tmp_path: Path) -> None:
+    # A nobody-owned file in a directory anyone may write was used by root without a word.
+    from dsh_loop_brake.stores import SQLiteStore, StoreConfigError
+
+    path = tmp_path / "s.sqlite3"
+    planted = Path(f"{path}{which}")
+    planted.write_bytes(b"")
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    os.chmod(planted, 0o666)
+    with pytest.raises(StoreConfigError) as raised:
+        SQLiteStore(path)
+    message = str(raised.value)
+    assert f"{planted} belongs to another user (uid {OTHER_UID})" in message
+    assert "chown it to this user" in message
+    assert planted.stat().st_uid == OTHER_UID and planted.stat().st_mode & 0o777 == 0o666
+
+
+@unix_only
+@pytest.mark.parametrize("mode", [0o644, 0o666, 0o640, 0o604], ids=lambda mode: f"{mode:04o}")
+def test_a_state_file_others_may_read_or_write_is_made_owner_only(
+    mode: int, tmp_path: Path
+) -> None:
+    from dsh_loop_brake.stores import SQLiteStore
+
+    path = tmp_path / "s.sqlite3"
+    path.touch()
+    os.chmod(path, mode)  # a file touched (0644 under the usual umask) before the store made it
+    with SQLiteStore(path) as store:
+        assert store.advance_streak("s", b"d" * 32) == 1
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            assert name.stat().st_mode & 0o777 == 0o600, name
+    wal = Path(f"{path}-wal")  # and a -wal file left so (an empty one is a valid, empty log)
+    wal.touch()
+    os.chmod(wal, 0o666)
+    with SQLiteStore(path) as store:
+        assert store.advance_streak("s", b"d" * 32) == 2
+        assert Path(f"{path}-wal").stat().st_mode & 0o777 == 0o600
+
+
+@unix_only
+def test_a_read_only_state_file_stays_read_only(tmp_path: Path) -> None:
+    # Owner-only means clearing the group's and others' bits, never adding the owner's.
+    from dsh_loop_brake.stores import SQLiteStore, StoreError
+
+    path = tmp_path / "s.sqlite3"
+    path.touch()
+    os.chmod(path, 0o444)
+    with contextlib.suppress(StoreError):  # refused, when this user cannot write it (root can)
+        SQLiteStore(path).close()
+    assert path.stat().st_mode & 0o777 == 0o400
+
+
+@unix_only
+@pytest.mark.parametrize("which", ["-wal", "-shm"])
+def test_a_link_planted_as_the_wal_or_shm_file_is_named_as_the_cause(
+    which: str, tmp_path: Path
+) -> None:
+    # SQLite refuses it, and the message used to say the database itself was unusable.
+    from dsh_loop_brake.stores import SQLiteStore, StoreConfigError
+
+    path = tmp_path / "s.sqlite3"
+    target = tmp_path / "elsewhere"
+    target.write_text("precious\n", encoding="utf-8")
+    Path(f"{path}{which}").symlink_to(target)
+    with pytest.raises(StoreConfigError) as raised:
+        SQLiteStore(path)
+    message = str(raised.value)
+    assert f"{path}{which}, where SQLite keeps the database's {which[1:]} file" in message
+    assert "is a symbolic link" in message and "remove it" in message
+    assert "move the file away" not in message
+    assert target.read_text(encoding="utf-8") == "precious\n"
+
+
+def _python_for_nobody() -> str | None:
+    """An interpreter the user nobody can run (the venv's may live under /root)."""
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        try:
+            probe = subprocess.run(
+                [candidate, "-c", "import sqlite3"], user=OTHER_UID, capture_output=True
+            )
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.fixture
+def public_tmp() -> Iterator[Path]:
+    """A temporary directory other users can reach (pytest's own is the owner's only)."""
+    base = Path(tempfile.mkdtemp(prefix="dsh-loop-brake-"))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base)
+
+
+@as_root
+def test_a_directory_this_user_cannot_write_is_named_as_the_cause(public_tmp: Path) -> None:
+    # SQLite creates the -wal and -shm files beside the database: the fix is the directory's
+    # permissions, not moving the file away.
+    python = _python_for_nobody()
+    if python is None:
+        pytest.skip("no Python interpreter the user nobody can run")
+    directory = public_tmp / "read-only"
+    directory.mkdir(mode=0o755)
+    path = directory / "s.sqlite3"
+    path.touch()
+    os.chown(path, OTHER_UID, OTHER_UID)
+    os.chmod(path, 0o666)
+    code = (
+        "import sys\nfrom dsh_loop_brake.stores import SQLiteStore\n"
+        "try:\n    SQLiteStore(sys.argv[1])\nexcept Exception as error:\n    print(error)\n"
+    )
+    result = subprocess.run(
+        [python, "-c", code, str(path)],
+        user=OTHER_UID,
+        group=OTHER_UID,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent), "HOME": "/"},
+    )
+    assert f"this user cannot write to the directory {directory}" in result.stdout, result
+    assert "make the directory writable" in result.stdout
+    assert "move the file away" not in result.stdout
+
+
+def test_a_newline_in_a_sqlite_path_is_escaped_where_the_store_is_shown(tmp_path: Path) -> None:
+    from dsh_loop_brake import LoopBrake
+    from dsh_loop_brake.stores import SQLiteStore
+
+    path = tmp_path / "two\nlines.sqlite3"
+    with SQLiteStore(path) as store:
+        for text in (store.url, repr(store), str(store), repr(LoopBrake(3, store=store))):
+            assert "\n" not in text and "two\\x0alines.sqlite3" in text, text
+        assert store.path == str(path)  # the file itself is where it was asked to be
+    assert path.exists()

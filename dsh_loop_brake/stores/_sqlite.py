@@ -68,7 +68,7 @@ from dsh_loop_brake._store import (
     check_session_ttl,
     check_streak_call,
 )
-from dsh_loop_brake.stores._url import shown
+from dsh_loop_brake.stores._url import escaped, shown
 
 # typing is imported by type checkers only: at run time it costs a coding-agent hook process
 # (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
@@ -397,13 +397,15 @@ _OPEN_FLAGS: Final = (
 
 
 def _prepare_file(path: str, url: str) -> None:
-    """Make sure the database file exists as a regular file, created owner-only (0600) when it
-    did not."""
+    """Make sure the database file exists as a regular file of this user's, owner-only: created
+    0600 when it did not exist; one of another user's refused; one that the group or others may
+    read or write made owner-only (their permission bits cleared). The same for its ``-wal`` and
+    ``-shm`` files, when they exist (and a link or anything but a regular file there refused)."""
     _make_directories(os.path.dirname(path), url)
     try:
         if not _NOFOLLOW and os.path.islink(path):  # Windows: the best that can be done
             raise OSError(errno.ELOOP, "is a symbolic link")
-        fd = os.open(path, _OPEN_FLAGS, 0o600)
+        fd, by_path = _look_at(path, create=True)
     except OSError as error:
         if os.path.islink(path):
             reason = "it is a symbolic link, and the store never opens its file through one"
@@ -417,15 +419,138 @@ def _prepare_file(path: str, url: str) -> None:
             f"store {shown(url)}: cannot open the database file ({reason}); {advice}", url=url
         ) from error
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        info = os.fstat(fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise StoreConfigError(
+                f"store {shown(url)}: cannot open the database file (it is a symbolic link, and"
+                " the store never opens its file through one); give the path of the file itself",
+                url=url,
+            )
+        if not stat.S_ISREG(info.st_mode):
+            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise StoreConfigError(
+                f"store {shown(url)}: cannot open the database file (it is {what}); choose a"
+                " file path",
+                url=url,
+            )
+        _make_owner_only(fd, by_path, path, info, url)
     finally:
         os.close(fd)
-    if not regular:
+    for companion in (path + "-wal", path + "-shm"):
+        _check_companion(companion, url)
+
+
+# Looking at a file SQLite may have open in this process must not close a descriptor of it: POSIX
+# drops every lock a process holds on a file when any of its descriptors of that file is closed,
+# SQLite's included (its -shm lock tells other processes this one is using the log; without it
+# the next process to open the store resets the -shm file under this one: SIGBUS). A descriptor
+# opened with O_PATH (Linux) is closed without that; elsewhere a file that exists is only lstat'd.
+_O_PATH: Final = getattr(os, "O_PATH", 0)
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+
+
+def _look_at(path: str, *, create: bool) -> tuple[int, bool]:
+    """A descriptor of ``path`` (never followed through a link) to fstat and chmod, and whether
+    it is an O_PATH one; ``create`` makes a missing file (0600): no lock of ours is on it yet."""
+    if _O_PATH:
+        try:
+            return os.open(path, _O_PATH | _NOFOLLOW | _CLOEXEC), True
+        except FileNotFoundError:
+            if not create:
+                raise
+    elif not create:
+        raise FileNotFoundError(errno.ENOENT, "not looked at", path)
+    return os.open(path, _OPEN_FLAGS, 0o600), False
+
+
+def _make_owner_only(
+    fd: int | None, by_path: bool, path: str, info: os.stat_result, url: str
+) -> None:
+    """Refuse a state file another user owns (they could rewrite the counts, or read the
+    sessions); clear the group's and others' permission bits of one of ours (through ``fd``;
+    without one, refuse it instead)."""
+    effective_uid = getattr(os, "geteuid", None)
+    if effective_uid is None:  # Windows: no owner or mode bits to go by
+        return
+    uid = effective_uid()
+    if info.st_uid != uid:
         raise StoreConfigError(
-            f"store {shown(url)}: cannot open the database file (it is not a regular file);"
-            " choose a file path",
+            f"store {shown(url)}: {escaped(path)} belongs to another user (uid {info.st_uid}),"
+            f" not to this one (uid {uid}); the store uses only state files of its own user:"
+            " remove the file (or chown it to this user) if it is this user's, or choose"
+            " another path",
             url=url,
         )
+    mode = stat.S_IMODE(info.st_mode)
+    if not mode & 0o077:
+        return
+    try:
+        if fd is None:
+            raise OSError(errno.EPERM, "not changed here")
+        if by_path:
+            os.chmod(f"/proc/self/fd/{fd}", mode & 0o700)  # what fchmod is for an O_PATH fd
+        else:
+            os.fchmod(fd, mode & 0o700)
+    except OSError as error:
+        raise StoreConfigError(
+            f"store {shown(url)}: {escaped(path)} can be read or written by other users"
+            f" (mode {mode:04o}) and was not made owner-only"
+            f" ({error.strerror or type(error).__name__}); chmod 600 it, or choose another"
+            " path",
+            url=url,
+        ) from error
+
+
+def _check_companion(path: str, url: str) -> None:
+    """The database's ``-wal`` or ``-shm`` file, when it exists: a regular file of this user's,
+    owner-only (as ``_prepare_file`` makes the database itself)."""
+    fd: int | None = None
+    try:
+        try:
+            fd, by_path = _look_at(path, create=False)
+            info = os.fstat(fd)
+        except FileNotFoundError:
+            by_path = False
+            info = os.lstat(path)
+    except OSError:
+        return  # none yet: SQLite creates it with the database file's mode
+    try:
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise StoreConfigError(
+                f"store {shown(url)}: {escaped(path)}, where SQLite keeps the database's"
+                f" {path.rpartition('-')[2]} file, is {what}, which SQLite refuses to use;"
+                " remove it (it was not made by SQLite)",
+                url=url,
+            )
+        _make_owner_only(fd, by_path, path, info, url)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _unusable(path: str, url: str, error: sqlite3.DatabaseError) -> StoreConfigError:
+    """The error for a file SQLite cannot set up as a store, naming what is really wrong."""
+    detail = f"{type(error).__name__}: {error}"
+    directory = os.path.dirname(path)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return StoreConfigError(
+            f"store {shown(url)}: SQLite cannot create the database's -wal and -shm files beside"
+            f" it ({detail}): this user cannot write to the directory {escaped(directory)}; make"
+            " the directory writable for this user, or choose a path in one that is",
+            url=url,
+        )
+    if not os.access(path, os.R_OK | os.W_OK):
+        return StoreConfigError(
+            f"store {shown(url)}: the database file is not writable for this user ({detail});"
+            " chmod 600 it, or choose another path",
+            url=url,
+        )
+    return StoreConfigError(
+        f"store {shown(url)}: the file is not a usable SQLite database ({detail}); choose"
+        " another path, or move the file away so that a new store is created",
+        url=url,
+    )
 
 
 def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
@@ -561,7 +686,7 @@ class SQLiteStore(StoreNamedByUrl):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-        self._url = "sqlite:" + self._path
+        self._url = "sqlite:" + escaped(self._path)  # shown on one line: a path may hold a newline
         self._ttl = check_session_ttl(session_ttl, self._url)
         if sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
             raise StoreConfigError(
@@ -881,12 +1006,7 @@ class SQLiteStore(StoreNamedByUrl):
                     f" after {self._busy_timeout:g} s ({type(error).__name__}: {error})",
                     url=url,
                 ) from error
-            raise StoreConfigError(
-                f"store {shown(url)}: the file is not a usable SQLite database"
-                f" ({type(error).__name__}: {error}); choose another path, or move the file"
-                " away so that a new store is created",
-                url=url,
-            ) from error
+            raise _unusable(self._path, url, error) from error
         except BaseException:
             db.close()
             raise

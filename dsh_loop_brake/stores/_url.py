@@ -29,6 +29,7 @@ __all__ = [
     "SHOWN_OPTIONS",
     "check_memory_url",
     "default_home",
+    "escaped",
     "redact_url",
     "scheme_of",
     "shown",
@@ -138,7 +139,12 @@ def _hide_options(text: str, hidden: Callable[[str], bool]) -> str:
 
 def shown(url: str) -> str:
     """The redacted URL as a message shows it: control characters escaped, one line."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", redact_url(url))
+    return escaped(redact_url(url))
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n`` as ``\\x0a``): one line, as shown."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def scheme_of(url: object) -> str:
