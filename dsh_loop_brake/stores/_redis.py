@@ -263,7 +263,8 @@ def _after_fork_in_child() -> None:
     # dropped unused (its sockets are the parent's connections: only closed here, never shut
     # down, which redis-py does only in the process that opened them).
     for store in list(_owned):
-        store._reconnect()
+        with contextlib.suppress(Exception):  # a fork must never fail for a store's sake
+            store._reconnect()
 
 
 if hasattr(os, "register_at_fork"):
