@@ -203,3 +203,34 @@ def test_floats_beside_text_that_looks_like_them_match_javascript(
     node: NodeReference, value: Any
 ) -> None:
     assert canonical_json(value) == node.canonical(value)
+
+
+# Floats from 1e-6 to 1e-4, which repr writes "1.5e-05" and JavaScript "0.000015": each is
+# rewritten from the split of the C encoder's text (or of a number array's), so arrays made of
+# little else, with every sign and digit count, their neighbours just outside the band, and
+# integral floats and ints beside them, are where a misplaced digit or sign would show.
+_BAND = st.one_of(
+    st.floats(1e-6, 1e-4, exclude_max=True),
+    st.floats(-1e-4, -1e-6, exclude_min=True),
+    st.sampled_from([1e-6, 1e-5, -1e-5, 9.999999999999999e-05, 1.0000000000000002e-06]),
+    st.sampled_from([9.99999999999e-07, -9.99999999999e-07, 1e-4, -1e-4, 0.5, -3.0, 7]),
+    st.tuples(st.integers(1, 99999), st.integers(5, 10), st.booleans()).map(
+        lambda t: (-1 if t[2] else 1) * t[0] * 10.0 ** -t[1]
+    ),
+)
+
+
+@settings(max_examples=150)
+@given(
+    numbers=st.lists(_BAND, min_size=1, max_size=60),
+    wrap=st.sampled_from(["bare", "object", "nested"]),
+)
+def test_floats_from_1e_6_to_1e_4_match_javascript(
+    node: NodeReference, numbers: list[Any], wrap: str
+) -> None:
+    value: Any = numbers
+    if wrap == "object":
+        value = {"vector": numbers, "first": numbers[0], "id": "doc-7"}
+    elif wrap == "nested":
+        value = [{"p": number, "q": [number, -number]} for number in numbers]
+    assert canonical_json(value) == node.canonical(value)
