@@ -109,8 +109,9 @@ class _Lane:
         # The harness's registry, as the plugin patched it: a denial is the LoopBrakeError it
         # raises (Harness.execute would turn it into a result for an agent to read).
         self._execute = self.harness.ctx.tools.execute
-        # The brake's streak after every call, as the digest (streak() would format its hex).
-        self._streak = brake.streak_digest
+        # The brake's streak after every call, read from its store as the whole digest
+        # (streak() would format its hex; streak_digest() is one more call around this one).
+        self._streak = brake.store.read_streak
         self._register = self.harness.tools.register
         self._registered: set[str] = set()
         self._agents = 0
