@@ -296,11 +296,14 @@ def test_uninstall_recognises_every_form_of_our_command(installer: Installer) ->
     mine = [
         "/opt/old-venv/bin/dsh-loop-brake hook claude-code --profile work",
         "'/home/me/with space/bin/python3' -m dsh_loop_brake hook claude-code",
+        "/usr/bin/python3 -P -m dsh_loop_brake hook claude-code --home /srv/dsh",
         "DSH_HOME=/srv/dsh /usr/local/bin/dsh-loop-brake hook claude-code",
     ]
     theirs = [
         "echo dsh-loop-brake hook claude-code",
         "/opt/venv/bin/dsh-loop-brake hook codex",  # another host's, in the wrong file
+        # the user's own command around our hook: a pipe, a redirect (theirs to keep)
+        "/opt/venv/bin/dsh-loop-brake hook claude-code --profile strict 2>>/tmp/h.log | tee x",
         "my-guard.sh",
     ]
     data = {
@@ -475,3 +478,49 @@ def test_install_warns_when_the_host_would_not_run_it(
     path.write_text(json.dumps(settings), encoding="utf-8")
     done = installer.run("install", host)
     assert done.returncode == 0 and why in done.stderr and "will not run" in done.stderr
+
+
+def test_install_keeps_a_users_own_command_around_the_hook(installer: Installer) -> None:
+    path = installer.settings("claude-code", "user")
+    path.parent.mkdir(parents=True)
+    theirs = "DEBUG=1 /opt/tools/dsh-loop-brake hook claude-code --profile strict | tee -a d.log"
+    group = {"matcher": "Bash", "hooks": [{"type": "command", "command": theirs}]}
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}), encoding="utf-8")
+    assert installer.run("install", "claude-code").returncode == 0
+    groups = json.loads(path.read_text(encoding="utf-8"))["hooks"]["PreToolUse"]
+    assert groups[0] == group  # kept, matcher and pipeline and all
+    assert installer.run("uninstall", "claude-code").returncode == 0
+    assert json.loads(path.read_text(encoding="utf-8"))["hooks"]["PreToolUse"] == [group]
+
+
+def test_the_python_m_form_runs_our_hook_not_a_package_in_the_projects_directory(
+    tmp_path: Path,
+) -> None:
+    # The form `hook install` writes when it finds no console script: the host runs it in the
+    # agent's project, which may hold a package of the same name (or a json.py) to shadow ours.
+    project = tmp_path / "project"
+    (project / "dsh_loop_brake").mkdir(parents=True)
+    allow = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
+    planted = f"print({json.dumps(json.dumps(allow))})\n"
+    (project / "dsh_loop_brake" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "dsh_loop_brake" / "__main__.py").write_text(planted, encoding="utf-8")
+    (project / "json.py").write_text(planted, encoding="utf-8")
+    safe = "-P" if sys.version_info >= (3, 11) else "-I"
+    command = shlex.join([sys.executable, safe, "-m", "dsh_loop_brake", "hook", "claude-code"])
+    env = hook_env({"DSH_HOME": str(tmp_path / "dsh"), "HOME": str(tmp_path)})
+    event = json.dumps(fixture(FIXTURE["claude-code"])).encode()
+    outputs = [
+        subprocess.run(
+            ["/bin/sh", "-c", command],
+            input=event,
+            capture_output=True,
+            cwd=project,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        for _ in range(3)
+    ]
+    assert [done.returncode for done in outputs] == [0, 0, 0]
+    assert outputs[0].stdout == outputs[1].stdout == b""
+    assert b'"deny"' in outputs[2].stdout and b"allow" not in outputs[2].stdout

@@ -121,20 +121,34 @@ def hook_command(host: Host, *, profile: str | None = None, home: str | None = N
 
 
 def _entry_point() -> list[str]:
-    """This installation's ``dsh-loop-brake`` script, else its interpreter with ``-m``."""
+    """This installation's ``dsh-loop-brake`` script, else its interpreter with ``-m``.
+
+    The host runs the command in the agent's project directory, a directory the agent (or
+    whoever wrote the repository) controls. ``python -m`` puts the working directory first on
+    ``sys.path``, so a ``dsh_loop_brake/`` or ``json.py`` there would run in place of the hook
+    (and could answer "allow", skipping the user's permission rules). The console script is
+    safe (its ``sys.path[0]`` is its own ``bin`` directory), so it is looked for in every
+    scheme pip installs to, the user's (``pip install --user``) included; the ``-m`` fallback
+    runs with ``-P`` (Python 3.11+: no unsafe first path entry), or ``-I`` before 3.11.
+    """
     import sysconfig
 
     candidates = []
     if os.path.basename(sys.argv[0]) == SCRIPT_NAME:
         candidates.append(os.path.abspath(sys.argv[0]))  # the script running this install
-    scripts = sysconfig.get_path("scripts")
-    if scripts:
-        candidates.append(os.path.join(scripts, SCRIPT_NAME))
+    for scheme in (sysconfig.get_default_scheme(), f"{os.name}_user"):
+        try:
+            scripts = sysconfig.get_path("scripts", scheme)
+        except KeyError:  # a platform without a user scheme
+            continue
+        if scripts:
+            candidates.append(os.path.join(scripts, SCRIPT_NAME))
     for candidate in candidates:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return [candidate]
+    safe_path = "-P" if sys.version_info >= (3, 11) else "-I"
     # Not abspath(realpath): a venv's python is a symlink, and only its own path is the venv.
-    return [os.path.abspath(sys.executable), "-m", MODULE_NAME]
+    return [os.path.abspath(sys.executable), safe_path, "-m", MODULE_NAME]
 
 
 def handler_for(host: Host, command: str) -> dict[str, object]:
@@ -165,11 +179,27 @@ def is_our_handler(handler: object, host: Host) -> bool:
         words.pop(0)  # leading VAR=value assignments
     for index in range(len(words) - 1):
         if words[index] == "hook" and words[index + 1] == host.name:
+            if not _only_our_options(words[index + 2 :]):
+                return False  # a command of the user's own (a pipe, a redirect...): theirs
             entry = words[:index]
             if len(entry) == 1 and os.path.basename(entry[0]) in _SCRIPT_FILES:
                 return True
             return len(entry) >= 3 and entry[-2:] == ["-m", MODULE_NAME]
     return False
+
+
+def _only_our_options(words: list[str]) -> bool:
+    """Whether ``words`` are only ``--profile NAME`` and ``--home DIR``, as the installer writes."""
+    rest = list(words)
+    while rest:
+        key, equals, _ = rest.pop(0).partition("=")
+        if key not in ("--profile", "--home"):
+            return False
+        if not equals:
+            if not rest:
+                return False
+            rest.pop(0)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +408,8 @@ def installed_elsewhere(host: Host, scope: str, command: str, **where: Any) -> l
     """Other scopes' settings files of ``host`` that run the hook with another command.
 
     The hosts run every scope's hooks: two different commands would count each call twice.
-    (Claude Code runs an identical command only once, so identical ones are not reported.)
+    (Claude Code and gemini-cli run an identical command only once -- gemini-cli keys its hooks
+    by name and command -- so identical ones are not reported for them.)
     """
     found = []
     for other in SCOPES:
@@ -395,7 +426,7 @@ def installed_elsewhere(host: Host, scope: str, command: str, **where: Any) -> l
                 continue
             for handler in group["hooks"]:
                 if is_our_handler(handler, host) and not (
-                    host.name == "claude-code" and handler.get("command") == command
+                    host.name in ("claude-code", "gemini") and handler.get("command") == command
                 ):
                     found.append(path)
     return list(dict.fromkeys(found))

@@ -166,7 +166,7 @@ def _install(host: Host, args: argparse.Namespace) -> int:
         )
     for other in installed_elsewhere(host, args.scope, command):
         print(
-            f"warning: {other} also runs the {PROG} hook for {host.title} with another command; "
+            f"warning: {other} also runs the {PROG} hook for {host.title}; "
             "every tool call would be counted twice: uninstall one of them "
             f"(`{PROG} hook uninstall {host.name} --scope ...`)",
             file=sys.stderr,
