@@ -50,10 +50,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _end_process(code: int) -> NoReturn:
-    """Flush what the hook wrote and end the process now, with ``code``."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):
-        code = code or 1  # the decision may not have reached the host: say it failed
+    """Flush what the hook wrote and end the process now, with ``code``.
+
+    A stream the process was started without (``None``: e.g. ``>&-``) had nothing written to it.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 1  # the decision may not have reached the host: say it failed
     os._exit(code)

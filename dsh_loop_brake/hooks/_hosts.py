@@ -30,10 +30,11 @@ class Host:
         self.title = title
         self.event = event
 
-    def deny_output(self, message: str) -> str:
+    def deny_output(self, message: str) -> bytes:
         """The JSON the host reads as "deny this call", with ``message`` for the model to read.
 
-        ASCII only (non-ASCII escaped), so the locale of the host's pipe cannot garble it.
+        Bytes, ASCII only (non-ASCII escaped), written as they are: neither the locale of the
+        host's pipe nor ``PYTHONIOENCODING`` can garble them.
         """
         if self.event == "BeforeTool":
             decision: dict[str, object] = {"decision": "deny", "reason": message}
@@ -45,7 +46,7 @@ class Host:
                     "permissionDecisionReason": message,
                 }
             }
-        return json.dumps(decision) + "\n"
+        return json.dumps(decision, ensure_ascii=True).encode("ascii") + b"\n"
 
     def __repr__(self) -> str:
         return f"Host({self.name!r})"

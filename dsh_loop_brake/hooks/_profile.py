@@ -3,11 +3,15 @@
 Composing a profile takes the harness (ruamel.yaml, the ``dsh`` entry points): far more time
 than the hook may spend on a call. So the composed rows are kept in
 ``$DSH_HOME/state/hook-profile-<profile>.json`` together with the identity (path, size,
-``mtime_ns``, inode) of every file the composition depended on: the profile's ``profile.yml``
+``mtime_ns``, inode, ``ctime_ns``: a user can put an edited file's mtime back, never its
+ctime) of every file the composition depended on: the profile's ``profile.yml``
 and ``cordis.patch.yml``, ``$DSH_HOME/cordis.patch.yml`` (an absent file is recorded as absent,
 so creating it counts as a change), each bundle's patch file and each bundle's manifest. A call
 whose files all still match reads the cache; any difference, or a cache that cannot be read,
 composes the profile again (:mod:`dsh_loop_brake.hooks._compose`) and rewrites the cache.
+A cache that is not a plain regular file (a symlink, a FIFO, a device), larger than
+:data:`CACHE_MAX_BYTES`, or nested too deep to parse is such a cache: it is composed again and
+replaced, never followed, waited on or read without bound.
 
 The rows are cached as composed, not resolved: what depends on the environment
 (``DSH_LOOP_BRAKE_MAX_REPEATS``, ``DSH_LOOP_BRAKE_STORE``) is resolved on every call by the
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_FORMAT",
+    "CACHE_MAX_BYTES",
     "ProfileRows",
     "RowSettings",
     "file_identity",
@@ -36,7 +41,18 @@ __all__ = [
 ]
 
 #: Bumped whenever the cache's layout changes, so an old cache is composed again, not misread.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+
+#: A cache is a few KiB; one larger than this is not ours and is composed again, unread.
+CACHE_MAX_BYTES = 1 << 20
+
+_CACHE_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NOCTTY", 0)
+)
 
 
 class RowSettings:
@@ -82,20 +98,47 @@ def load_profile(profile: str, home: str) -> ProfileRows:
 
 
 def file_identity(path: str) -> list[object]:
-    """``[path, size, mtime_ns, inode]``, or ``[path, None]`` when there is no file there."""
+    """``[path, size, mtime_ns, inode, ctime_ns]``, or ``[path, None]`` when there is no file
+    there."""
     try:
         status = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return [path, None]
-    return [path, status.st_size, status.st_mtime_ns, status.st_ino]
+    return [path, status.st_size, status.st_mtime_ns, status.st_ino, status.st_ctime_ns]
+
+
+def _read_bytes(path: str) -> bytes | None:
+    """The cache file's bytes; ``None`` when it is not a regular file of at most
+    :data:`CACHE_MAX_BYTES` (a symlink is not followed, a FIFO not waited on)."""
+    import stat
+
+    fd = os.open(path, _CACHE_OPEN_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = CACHE_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            return None
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _read_cache(path: str) -> ProfileRows | None:
     try:
-        with open(path, "rb") as stream:
-            payload = json.loads(stream.read())
-    except (OSError, ValueError):  # absent, unreadable or damaged: compose again
-        return None
+        data = _read_bytes(path)
+        if data is None:
+            return None
+        payload = json.loads(data)
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return None  # absent, not a regular file, unreadable, too large or damaged: compose again
     if not isinstance(payload, dict) or payload.get("format") != CACHE_FORMAT:
         return None
     files = payload.get("files")

@@ -11,7 +11,9 @@ One call, from the host's event to its exit code:
    agent, each one atomic step in its store;
 5. the answer: nothing on standard output when the call may run (the host's own permission
    rules then decide, as without the hook), the host's deny JSON with the denial message when
-   it may not. Both exit 0.
+   it may not. Both exit 0. A denial that cannot be written (standard output closed or a broken
+   pipe) exits 1 with one line on standard error saying so: the call was counted, and the host
+   runs it.
 
 When the hook cannot judge the call (bad input, an unusable configuration, a store it cannot
 open or that fails inside the check) it exits 1 with one line on standard error and nothing on
@@ -70,9 +72,8 @@ def main(argv: Sequence[str]) -> int:
             )
         event = read_event(stdin.buffer, host)
         message = judge(event, profile, home)
-        if message is not None:
-            sys.stdout.write(host.deny_output(message))
-            sys.stdout.flush()
+        if message is not None and not _write_answer(host.deny_output(message)):
+            return _not_written()
     except HookError as exc:
         return _failed(str(exc))
     except ImportError as exc:  # a broken installation: which module is missing says what to fix
@@ -84,13 +85,37 @@ def main(argv: Sequence[str]) -> int:
     return EXIT_ALLOWED_OR_DENIED
 
 
-def _failed(message: str) -> int:
-    line = " ".join(message.split())
+def _write_answer(answer: bytes) -> bool:
+    """Write the deny JSON to standard output as bytes; ``False`` when it cannot be written
+    (no standard output, a closed or broken pipe)."""
     try:
-        sys.stderr.write(f"{PROG}: {line}; the call was not judged (fail open)\n")
+        stream = sys.stdout.buffer  # AttributeError: started with no standard output at all
+        stream.write(answer)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _not_written() -> int:
+    """The call was counted and denied, but the host never got the answer: it runs the call."""
+    _say(
+        "the call was denied but the answer could not be written (stdout closed); "
+        "the host runs the call"
+    )
+    return EXIT_FAILED_OPEN
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(f"{PROG}: {line}\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
+
+
+def _failed(message: str) -> int:
+    _say(f"{' '.join(message.split())}; the call was not judged (fail open)")
     return EXIT_FAILED_OPEN
 
 
