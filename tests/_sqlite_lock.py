@@ -1,8 +1,9 @@
-"""Another process holding a SQLite file's write lock: what the store tests that meet one use."""
+"""SQLite files in the store tests: another process holding a write lock, descriptors left open."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,3 +36,15 @@ def write_lock_held(path: Path) -> Iterator[None]:
         holder.stdin.write("done\n")
         holder.stdin.close()
         holder.wait(timeout=60)
+
+
+def open_files(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path`` (or its -wal/-shm)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(path))
+    return count

@@ -4,10 +4,10 @@ store its ``apply`` opened."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from _sqlite_lock import open_files
 from conftest import FakeCtx
 
 from dsh_loop_brake import circuit_breaker
@@ -16,18 +16,6 @@ from dsh_loop_brake.harness import Agent, ToolExecution
 from dsh_loop_brake.stores import MemoryStore, SQLiteStore
 
 LS = {"command": "ls"}
-
-
-def open_files(path: Path) -> int:
-    """How many of this process's file descriptors are open on ``path`` (or its -wal/-shm)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        count += target.startswith(str(path))
-    return count
 
 
 def test_close_stops_judging_forgets_the_state_and_can_be_called_again() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from _redis_server import MakeRedisServer
+from _sqlite_lock import open_files
 
 from dsh_loop_brake import Brakes, LoopBrake, LoopBrakeConfigError, LoopBrakeError
 from dsh_loop_brake import plugin as loop_brake_plugin
@@ -61,18 +61,6 @@ def run(harness: Harness, calls: int, agent: str = "agent-1") -> list[object]:
     if harness.ctx.tools.get("search") is None:
         harness.ctx.tools.register(ToolDefinition("search", lambda args, execution: None))
     return asyncio.run(loop())
-
-
-def open_files(path: Path) -> int:
-    """How many of this process's file descriptors are open on ``path`` (or its -wal/-shm)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        count += target.startswith(str(path))
-    return count
 
 
 # --- the loop-brake row -----------------------------------------------------------------------
