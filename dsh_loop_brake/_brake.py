@@ -26,8 +26,7 @@ from dsh_loop_brake._short_repr import json_literal
 from dsh_loop_brake._store import MemoryStore
 from dsh_loop_brake._store_failures import store_failed
 
-# typing is imported by type checkers only: at run time it costs a coding-agent hook process
-# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+# typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     import logging
@@ -37,9 +36,7 @@ if TYPE_CHECKING:
 
     _F = TypeVar("_F", bound=Callable[..., Any])
 else:
-
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
+    from dsh_loop_brake._no_typing import final
 
 
 __all__ = ["LOGGER_NAME", "LoopBrake", "SessionScope"]

@@ -48,9 +48,7 @@ if TYPE_CHECKING:
 
     Kind = Literal["duplicate", "cap"]
 else:
-
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
+    from dsh_loop_brake._no_typing import final
 
 
 __all__ = ["CODE", "CircuitBreaker", "CircuitBreakerError", "DenyMessage"]

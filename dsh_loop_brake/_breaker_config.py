@@ -34,9 +34,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy rea
 if TYPE_CHECKING:
     from typing import Any, Final, NoReturn, final
 else:
-
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
+    from dsh_loop_brake._no_typing import final
 
 
 __all__ = [

@@ -59,15 +59,12 @@ import re
 from collections.abc import Callable, Collection, Iterable
 from itertools import chain, compress, filterfalse, repeat
 
-# typing is imported by type checkers only: at run time it costs a coding-agent hook process
-# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+# typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     from typing import Any, Final, final
 else:
-
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
+    from dsh_loop_brake._no_typing import final
 
 
 __all__ = [

@@ -85,18 +85,16 @@ from collections import OrderedDict, deque
 
 from dsh_loop_brake._short_repr import short_repr
 
-# typing is imported by type checkers only: at run time it costs a coding-agent hook process
-# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+# typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     from typing import Any, Final, Literal, Protocol, TypeVar, final
 
     _Named = TypeVar("_Named", bound="StoreNamedByUrl")
 else:
-    Protocol = object  # Store is a protocol for type checkers; at run time no class derives from it
+    from dsh_loop_brake._no_typing import final
 
-    def final(cls: type) -> type:  # typing.final, which only marks the class for type checkers
-        return cls
+    Protocol = object  # Store is a protocol for type checkers; at run time no class derives from it
 
 
 __all__ = [

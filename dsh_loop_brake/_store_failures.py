@@ -17,9 +17,7 @@ import time
 
 from dsh_loop_brake._short_repr import json_literal
 
-# typing is imported by type checkers only: at run time it costs a coding-agent hook process
-# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start, and no other module
-# on the hook's path imports it (benchmarks/hook.py).
+# typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     from typing import Final

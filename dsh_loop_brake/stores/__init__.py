@@ -33,8 +33,7 @@ from dsh_loop_brake._store import (
 )
 from dsh_loop_brake.stores._url import check_memory_url, redact_url, scheme_of, sqlite_path
 
-# typing is imported by type checkers only: at run time it costs a coding-agent hook process
-# (a new one per tool call) 16M instructions, 0.4x a bare interpreter start (benchmarks/hook.py).
+# typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
 if TYPE_CHECKING:
     from typing import Any
