@@ -51,13 +51,15 @@ as times on a shared machine drift (docs/performance.md has both):
 
 from __future__ import annotations
 
+import codecs
 import enum
-import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Collection, Iterable
 from itertools import chain, compress, filterfalse, repeat
+
+from dsh_loop_brake._digest import sha256_constructor
 
 # typing is imported by type checkers only (why, and what it costs: dsh_loop_brake._no_typing).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy reads it as True
@@ -148,7 +150,8 @@ def _sha256_in_two_pieces(name: bytes, text: str) -> bytes:
     return digest.digest()
 
 
-_sha256: Final = hashlib.sha256
+# OpenSSL's SHA-256, or CPython's own in a hook process (why: dsh_loop_brake._digest).
+_sha256: Final = sha256_constructor()
 # Below this many characters a call is hashed as one string (one allocation, one update).
 _ONE_PIECE: Final = 65536
 
@@ -279,7 +282,12 @@ def _utf16_order(key: str) -> bytes:
     """Sort key comparing strings by UTF-16 code units, as JavaScript does. Code point order is
     the same except above U+FFFF, which UTF-16 writes as a pair of surrogates (U+D800..U+DFFF),
     below U+E000..U+FFFF."""
-    return key.encode("utf-16-be", "surrogatepass")
+    return _utf_16_be(key, "surrogatepass")[0]
+
+
+# The codec's C function itself: str.encode("utf-16-be") would import encodings.utf_16_be at its
+# first use, and a check must not touch files.
+_utf_16_be: Final = codecs.utf_16_be_encode
 
 
 def _by_key(member: tuple[str, Any]) -> bytes:
@@ -375,14 +383,14 @@ def _number_list_text(numbers: list[Any] | tuple[Any, ...]) -> str:
     exponents = [e for e in _REPR_EXPONENTS if e in text] if "e-0" in text else ()
     text = _as_javascript(text, ",", exponents)
     if "-0," in text:
-        text = _NEGATIVE_ZERO.sub("0", text)  # step 2: -0.0 is 0 (now "-0", without its ".0")
+        text = re.sub(_NEGATIVE_ZERO, "0", text)  # step 2: -0.0 is 0 (now "-0", without its ".0")
     return "[" + text[:-1] + "]"
 
 
 _NUMBERS: Final = frozenset({int, float})
 # In this order: e-05 and e-06 written in digits first, then the "e-0" left (e-07 to e-09).
 _REPR_EXPONENTS: Final = ("e-05", "e-06", "e-0")
-_NEGATIVE_ZERO: Final = re.compile("(?<![^,])-0(?=,)")
+_NEGATIVE_ZERO: Final = "(?<![^,])-0(?=,)"  # compiled at its first use, as _SURROGATE is
 
 
 def _as_javascript(text: str, ends: str, exponents: Iterable[str]) -> str:
@@ -429,20 +437,19 @@ def _javascript_surrogates(text: str, *, escape: bool = True) -> str:
     """``text`` as JavaScript reads it: a high and low surrogate side by side are one astral
     character, and (with ``escape``) each unpaired surrogate is written ``\\udxxx`` (the
     well-formed JSON.stringify of ES2019)."""
-    if _SURROGATE.search(text) is None:
+    if re.search(_SURROGATE, text) is None:
         return text
-    paired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    # "utf-16" is one of the codecs str.encode and bytes.decode run without a lookup (any other
+    # name imports a module at its first use, and a check must not touch files).
+    paired = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
     if not escape:
         return paired
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", paired)
+    return re.sub(_SURROGATE, lambda match: f"\\u{ord(match.group()):04x}", paired)
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
-
-# Look the codecs up now: a first use would import a module, and a check must not touch files.
-_javascript_surrogates("\ud800")
-"".encode("utf-16-be", "surrogatepass")
+# Compiled at its first use (re keeps it): most calls never need it, and compiling costs a hook
+# process, a new one per tool call, half a millisecond (benchmarks/hook.py).
+_SURROGATE: Final = "[\ud800-\udfff]"
 
 
 # --- The fast path: the json module's C encoder -----------------------------------------------
@@ -575,7 +582,7 @@ def _fast_text(value: Any) -> str | None:
         text = rewritten
     if not text.isascii():
         keys = "".join(value) if objects is None else "".join(chain.from_iterable(objects))
-        if not keys.isascii() and _ASTRAL.search(keys) is not None:
+        if not keys.isascii() and max(keys) > "\uffff":
             return None  # JavaScript orders keys above U+FFFF by UTF-16 code units
     return text
 

@@ -36,14 +36,18 @@ MAX_ID_LENGTH = 1024
 
 
 class ToolCallEvent:
-    """The call an event announces, and the session whose streak it counts in."""
+    """The call an event announces, the session whose streak it counts in, and the event's size
+    in bytes."""
 
-    __slots__ = ("session", "tool_input", "tool_name")
+    __slots__ = ("session", "size", "tool_input", "tool_name")
 
-    def __init__(self, session: str, tool_name: str, tool_input: dict[str, object]) -> None:
+    def __init__(
+        self, session: str, tool_name: str, tool_input: dict[str, object], size: int
+    ) -> None:
         self.session = session
         self.tool_name = tool_name
         self.tool_input = tool_input
+        self.size = size
 
     def __repr__(self) -> str:  # never the input: it is where paths and secrets are
         return f"ToolCallEvent(session={self.session!r}, tool_name={self.tool_name!r})"
@@ -117,7 +121,7 @@ def parse_event(data: bytes, host: Host) -> ToolCallEvent:
     assert session is not None and tool_name is not None  # required above
     if agent is not None:
         session = f"{session}/{agent}"
-    return ToolCallEvent(session, tool_name, tool_input)
+    return ToolCallEvent(session, tool_name, tool_input, len(data))
 
 
 def _identifier(event: dict[str, object], field: str, host: Host, *, required: bool) -> str | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
+from dsh_loop_brake._digest import CPYTHON_SHA256_BELOW, hash_with_cpython_sha256
 from dsh_loop_brake.hooks._errors import HookError, HookUsageError
 from dsh_loop_brake.hooks._event import read_event
 from dsh_loop_brake.hooks._hosts import HOST_NAMES, HOSTS
@@ -71,6 +72,8 @@ def main(argv: Sequence[str]) -> int:
                 f"`dsh-loop-brake hook install {host.name}`"
             )
         event = read_event(stdin.buffer, host)
+        if event.size < CPYTHON_SHA256_BELOW:  # before judge imports the core: see _digest
+            hash_with_cpython_sha256()
         message = judge(event, profile, home)
         if message is not None and not _write_answer(host.deny_output(message)):
             return _not_written()
