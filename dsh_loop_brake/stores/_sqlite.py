@@ -45,16 +45,22 @@ the connections it inherited aside, as a last resort, never using or closing the
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import os
-import sqlite3
 import stat
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterator
+from _weakrefset import WeakSet  # weakref.WeakSet itself: see _stores
+from collections.abc import Callable
+
+# The sqlite3 package is its C module, _sqlite3, plus the adapters of dates and times, whose import
+# of datetime costs a hook process 6 M instructions, 2 ms of its 35 (benchmarks/hook.py): this
+# store keeps no dates, so it takes the C module (the same classes, exceptions and functions).
+try:
+    import _sqlite3 as sqlite3
+except ImportError:  # an implementation without it
+    import sqlite3  # type: ignore[no-redef]
 
 from dsh_loop_brake._store import (
     DEFAULT_SESSION_TTL,
@@ -253,8 +259,7 @@ def _close_link(link: _Link, unless_current: object = None) -> None:
             return
         db, link.db, link.generation = link.db, None, None
         if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
+            _close_quietly(db)
     finally:
         link.lock.release()
 
@@ -272,7 +277,9 @@ def _is_busy(error: sqlite3.Error) -> bool:
 
 
 # --- fork safety (see the module docstring) ---------------------------------------------------
-_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+# weakref.WeakSet, from the module weakref takes it from: threading has imported that already,
+# and importing weakref would cost a hook process 2 M instructions, 2 % of the call.
+_stores: WeakSet[SQLiteStore] = WeakSet()
 
 # One entry per store operation in flight in this process, in any thread: list.append and
 # list.pop are each atomic, so this counts without a lock on every check's path.
@@ -572,7 +579,7 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
         )
     _use_wal(db, url, deadline)
     db.execute("PRAGMA synchronous=NORMAL")
-    with _write_transaction(db):
+    with _WriteTransaction(db):
         application_id, version, tables = _identity(db)  # another process may have won
         if application_id == 0 and not tables:
             for statement in _SCHEMA:
@@ -581,18 +588,51 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
             db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
 
-@contextlib.contextmanager
-def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (the write lock from the start) ... ``COMMIT``; rolled back when
-    anything inside raises, the error going on as it is."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
+@final
+class _WriteTransaction:
+    """``with _WriteTransaction(db):`` is ``BEGIN IMMEDIATE`` (the write lock from the start) ...
+    ``COMMIT``, rolled back when anything inside raises, the error going on as it is.
+
+    A class rather than ``contextlib.contextmanager``: importing contextlib would cost a hook
+    process 2.4 M instructions, 2.5 % of the call (benchmarks/hook.py).
+    """
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
+
+def _roll_back_quietly(db: sqlite3.Connection) -> None:
+    """Roll back what is open on ``db``, if anything; a failure then is not the one to report."""
+    try:  # (no contextlib on a hook's path: see _WriteTransaction)
         if db.in_transaction:
             db.execute("ROLLBACK")
-        raise
+    except sqlite3.Error:
+        pass
+
+
+def _close_quietly(db: sqlite3.Connection) -> None:
+    """Close ``db``, which is being dropped; a failure to close it changes nothing."""
+    try:  # noqa: SIM105 - no contextlib on a hook's path (see _WriteTransaction)
+        db.close()
+    except sqlite3.Error:
+        pass
 
 
 _OTHER_TABLES: Final = (
@@ -618,9 +658,8 @@ def _identity(db: sqlite3.Connection) -> tuple[int, int, int]:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute(_OTHER_TABLES).fetchone()[0]
     except BaseException:
-        if not outer and db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
+        if not outer:
+            _roll_back_quietly(db)
         raise
     if not outer:
         db.execute("COMMIT")
@@ -685,7 +724,7 @@ class SQLiteStore(StoreNamedByUrl):
         self._path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self._url = "sqlite:" + escaped(self._path)  # shown on one line: a path may hold a newline
         self._ttl = check_session_ttl(session_ttl, self._url)
-        if sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
+        if tuple(map(int, sqlite3.sqlite_version.split("."))) < MIN_SQLITE_VERSION:
             raise StoreConfigError(
                 f"store {shown(self._url)}: the SQLite store needs SQLite"
                 f" {'.'.join(map(str, MIN_SQLITE_VERSION))} or newer, and this Python has"
@@ -801,7 +840,7 @@ class SQLiteStore(StoreNamedByUrl):
         check_breaker_call(agent, digest, duplicate_limit, window, cap)
         key = _agent_key(agent)
         try:
-            with _write_transaction(db):
+            with _WriteTransaction(db):
                 denial = self._judge(db, key, digest, duplicate_limit, window, cap)
         except sqlite3.Error as error:
             raise self._failure(db, error) from error
@@ -889,7 +928,7 @@ class SQLiteStore(StoreNamedByUrl):
     @_operation
     def forget_breaker(self, db: _Connection) -> None:
         try:
-            with _write_transaction(db):
+            with _WriteTransaction(db):
                 db.execute(_WINDOWS_FORGET)
                 db.execute(_FORGET_AGENTS)
         except sqlite3.Error as error:
@@ -943,8 +982,7 @@ class SQLiteStore(StoreNamedByUrl):
             try:
                 link.db, link.generation = None, None
                 if db is not None:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.close()
+                    _close_quietly(db)
                 generation = self._generation  # read first: a close() meanwhile makes it stale
                 db = link.db = self._connect()
                 link.generation = generation
@@ -1011,9 +1049,7 @@ class SQLiteStore(StoreNamedByUrl):
 
     def _failure(self, db: sqlite3.Connection, error: sqlite3.Error) -> StoreError:
         """The StoreError for a failed operation; a broken connection is dropped, to reopen."""
-        with contextlib.suppress(sqlite3.Error):
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+        _roll_back_quietly(db)
         url = shown(self._url)
         if _is_busy(error):
             return StoreError(
@@ -1034,8 +1070,7 @@ class SQLiteStore(StoreNamedByUrl):
         link: _Link | None = getattr(self._local, "link", None)
         if link is not None and link.db is db:
             link.db, link.generation = None, None
-        with contextlib.suppress(sqlite3.Error):
-            db.close()
+        _close_quietly(db)
 
     def _forget_inherited_connections(self) -> None:
         """In a child after fork: set the parent's connections aside, unused and unclosed (only
