@@ -11,8 +11,10 @@ Runs are interleaved (pass, hook, pass, hook, ...) so a shared machine's slow an
 fall on every kind alike, and the figures are medians. Printed side by side:
 
 * ``python -c pass``: the floor no Python program can go below;
-* ``python -c "import json, hashlib, sqlite3"``: the standard library the hook cannot do without
-  (reading the event, the call's SHA-256, the state file), so the rest is this package's;
+* ``python -c "import re, json, _sha256, _sqlite3"`` (``_sha2`` from Python 3.12): the standard
+  library the hook cannot do without (``re``, which the console script pip writes imports, the
+  event's JSON, CPython's own SHA-256 of the call, SQLite's C module for the state file), so the
+  rest is this package's;
 * the hook as ``hook install`` writes it (the console script by absolute path; ``python -m
   dsh_loop_brake`` where there is none), and as ``python -m dsh_loop_brake``;
 * the hook with the circuit breaker too (a profile with its row: both brakes, one store);
@@ -42,6 +44,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TARGET = 2.5
+SHA256_MODULE = "_sha2" if sys.version_info >= (3, 12) else "_sha256"
+STDLIB_IMPORTS = f"import re, json, {SHA256_MODULE}, _sqlite3"
+STDLIB = f"python -c '{STDLIB_IMPORTS}'"
 _CACHEGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         "--against", metavar="DIR", type=Path, help="also run the hook of the checkout in DIR"
     )
     args = parser.parse_args(argv)
+    if args.against:
+        args.against = args.against.resolve()  # before the processes' own directory is entered
     runs = 8 if args.quick else args.runs
 
     env = dict(os.environ)
@@ -103,6 +110,9 @@ def main(argv: list[str] | None = None) -> None:
             [sys.executable, "-m", "compileall", "-q", str(checkout / "dsh_loop_brake")], check=True
         )
     with tempfile.TemporaryDirectory(prefix="dsh-hook-bench-") as directory:
+        # Every process starts here, in no checkout: python -m puts the working directory first
+        # on sys.path, so from a checkout it would run that checkout's package, not --against's.
+        os.chdir(directory)
         home = Path(directory) / "home"
         breaker_home = Path(directory) / "with-breaker"
         patch = breaker_home / "profiles" / "default" / "cordis.patch.yml"
@@ -111,11 +121,7 @@ def main(argv: list[str] | None = None) -> None:
         hook = _hook_command(home)
         kinds: dict[str, tuple[list[str], bool, dict[str, str]]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], False, env),
-            "python -c 'import json, hashlib, sqlite3'": (
-                [sys.executable, "-c", "import json, hashlib, sqlite3"],
-                False,
-                env,
-            ),
+            STDLIB: ([sys.executable, "-c", STDLIB_IMPORTS], False, env),
             f"hook claude-code ({'script' if hook[0].endswith('brake') else '-m'})": (
                 hook,
                 True,
@@ -166,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         ratio = statistics.median(times[hook_name]) / floor
         verdict = "within" if ratio <= TARGET else "OVER"
         print(f"hook vs python -c pass: {ratio:.2f}x ({verdict} the {TARGET}x target)")
-        stdlib = statistics.median(times["python -c 'import json, hashlib, sqlite3'"])
+        stdlib = statistics.median(times[STDLIB])
         ours = statistics.median(times[hook_name]) - stdlib
         print(f"this package's share (hook minus the stdlib it needs): {ours * 1000:.2f} ms")
         _import_profile(hook, env)

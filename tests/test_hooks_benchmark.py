@@ -21,7 +21,7 @@ def test_the_hook_benchmark_runs_and_reports_every_figure() -> None:
     out = completed.stdout
     for figure in (
         "python -c pass",
-        "import json, hashlib, sqlite3",
+        "import re, json, _sha",
         "hook claude-code",
         "python -m dsh_loop_brake hook claude-code",
         "first call after the profile changed",
