@@ -3,7 +3,9 @@
 One call, from the host's event to its exit code:
 
 1. the arguments (read by hand: argparse alone would cost a good part of the time budget);
-2. the event on standard input (:mod:`._event`): the call and its session;
+2. the event on standard input (:mod:`._event`): the call and its session; below 1 MiB the call
+   is hashed with CPython's own SHA-256 rather than OpenSSL's, which costs more to load than
+   to use once (:mod:`dsh_loop_brake._digest`);
 3. the profile's ``loop-brake`` and ``circuit-breaker`` rows (:mod:`._profile`, cached as
    composed), applied as the plugins apply them (:mod:`._apply`): ``LoopBrake`` and
    ``CircuitBreaker`` on the stores the rows name (by default one SQLite file in the dsh home);
