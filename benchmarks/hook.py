@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         env.pop(name, None)
     # An installed package has its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
     # on some CI machines) would otherwise compile every module in every hook process.
-    checkouts = [REPO_ROOT] + ([args.against.resolve()] if args.against else [])
+    checkouts = [REPO_ROOT] + ([args.against] if args.against else [])
     for checkout in checkouts:
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", str(checkout / "dsh_loop_brake")], check=True
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             "hook claude-code, with the circuit breaker": (_hook_command(breaker_home), True, env),
         }
         if args.against:
-            other = dict(env, PYTHONPATH=str(args.against.resolve()))
+            other = dict(env, PYTHONPATH=str(args.against))
             other_home = Path(directory) / "against"
             kinds[f"python -m ... hook claude-code ({args.against.name})"] = (
                 _module_command(other_home),
@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         _import_profile(hook, env)
         if args.instructions:
             _instructions(kinds)
+        os.chdir(REPO_ROOT)
 
 
 def _instructions(kinds: dict[str, tuple[list[str], bool, dict[str, str]]]) -> None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import codecs
 import enum
+import functools
 import json
 import math
 import re
@@ -383,14 +384,15 @@ def _number_list_text(numbers: list[Any] | tuple[Any, ...]) -> str:
     exponents = [e for e in _REPR_EXPONENTS if e in text] if "e-0" in text else ()
     text = _as_javascript(text, ",", exponents)
     if "-0," in text:
-        text = re.sub(_NEGATIVE_ZERO, "0", text)  # step 2: -0.0 is 0 (now "-0", without its ".0")
+        # Step 2: -0.0 is 0 (by now "-0", without its ".0").
+        text = _compiled(_NEGATIVE_ZERO).sub("0", text)
     return "[" + text[:-1] + "]"
 
 
 _NUMBERS: Final = frozenset({int, float})
 # In this order: e-05 and e-06 written in digits first, then the "e-0" left (e-07 to e-09).
 _REPR_EXPONENTS: Final = ("e-05", "e-06", "e-0")
-_NEGATIVE_ZERO: Final = "(?<![^,])-0(?=,)"  # compiled at its first use, as _SURROGATE is
+_NEGATIVE_ZERO: Final = "(?<![^,])-0(?=,)"
 
 
 def _as_javascript(text: str, ends: str, exponents: Iterable[str]) -> str:
@@ -437,19 +439,31 @@ def _javascript_surrogates(text: str, *, escape: bool = True) -> str:
     """``text`` as JavaScript reads it: a high and low surrogate side by side are one astral
     character, and (with ``escape``) each unpaired surrogate is written ``\\udxxx`` (the
     well-formed JSON.stringify of ES2019)."""
-    if re.search(_SURROGATE, text) is None:
+    try:
+        text.encode()  # UTF-8 has no form for a surrogate: this fails when text holds one
+    except UnicodeEncodeError:
+        pass
+    else:
         return text
-    # "utf-16" is one of the codecs str.encode and bytes.decode run without a lookup (any other
-    # name imports a module at its first use, and a check must not touch files).
+    # "utf-16" (its BOM written, then read) is one of the few codecs str.encode and bytes.decode
+    # run without a lookup by name; "utf-16-le" would import a module at its first use, and a
+    # check must not touch files.
     paired = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
     if not escape:
         return paired
-    return re.sub(_SURROGATE, lambda match: f"\\u{ord(match.group()):04x}", paired)
+    return _compiled(_SURROGATE).sub(lambda match: f"\\u{ord(match.group()):04x}", paired)
 
 
-# Compiled at its first use (re keeps it): most calls never need it, and compiling costs a hook
-# process, a new one per tool call, half a millisecond (benchmarks/hook.py).
 _SURROGATE: Final = "[\ud800-\udfff]"
+_ASTRAL: Final = "[\U00010000-\U0010ffff]"
+
+
+@functools.cache
+def _compiled(expression: str) -> re.Pattern[str]:
+    """``expression`` compiled at its first use, then kept: most calls never need one, and the
+    three compiled at import cost a hook process, a new one per tool call, 0.6 ms
+    (benchmarks/hook.py). Kept here rather than in re's own cache, which a host can purge."""
+    return re.compile(expression)
 
 
 # --- The fast path: the json module's C encoder -----------------------------------------------
@@ -582,7 +596,7 @@ def _fast_text(value: Any) -> str | None:
         text = rewritten
     if not text.isascii():
         keys = "".join(value) if objects is None else "".join(chain.from_iterable(objects))
-        if not keys.isascii() and max(keys) > "\uffff":
+        if not keys.isascii() and _compiled(_ASTRAL).search(keys) is not None:
             return None  # JavaScript orders keys above U+FFFF by UTF-16 code units
     return text
 

@@ -10,13 +10,14 @@ it to that, untimed, and hold its hashes to the ones ``call_hash`` gives in any 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import HOOK_ENV, denial_of, fixture, hook_env, run_hook
+from hooks_support import HOOK_ENV, REPO_ROOT, denial_of, fixture, hook_env, run_hook
 
 from dsh_loop_brake import call_hash
 
@@ -112,3 +113,23 @@ def test_the_hook_counts_a_call_under_the_hash_call_hash_gives(
     assert answers[:2] == [None, None]
     prefix = call_hash(event["tool_name"], event["tool_input"])[:12]
     assert answers[2] is not None and f"(call {prefix}\u2026, limit 3)" in answers[2]
+
+
+def test_a_cpython_sha256_that_refuses_to_hash_leaves_the_hook_braking(tmp_path: Path) -> None:
+    # Some builds in FIPS mode have CPython's own SHA-256 and refuse to use it (ValueError):
+    # the hook then hashes with OpenSSL's, and still counts.
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    marker = tmp_path / "stand-in-imported"
+    module = "_sha2" if sys.version_info >= (3, 12) else "_sha256"
+    (stand_in / f"{module}.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n"
+        "def sha256(data=b''):\n"
+        "    raise ValueError('[digital envelope routines] unsupported: not in FIPS mode')\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(stand_in)])}
+    event = fixture("claude-code-bash.json")
+    done = [run_hook("claude-code", event, home=tmp_path / "home", env=env) for _ in "123"]
+    assert marker.exists()  # the stand-in was the module the hook found
+    assert [d.stderr for d in done] == [b"", b"", b""]
+    assert [denial_of("claude-code", d) is None for d in done] == [True, True, False]

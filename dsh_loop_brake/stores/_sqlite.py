@@ -591,7 +591,8 @@ def _initialise(db: sqlite3.Connection, url: str, deadline: float) -> None:
 @final
 class _WriteTransaction:
     """``with _WriteTransaction(db):`` is ``BEGIN IMMEDIATE`` (the write lock from the start) ...
-    ``COMMIT``, rolled back when anything inside raises, the error going on as it is.
+    ``COMMIT``, rolled back when anything inside raises or the ``COMMIT`` fails, the error going
+    on as it is.
 
     A class rather than ``contextlib.contextmanager``: importing contextlib would cost a hook
     process 2.4 M instructions, 2.5 % of the call (benchmarks/hook.py).
@@ -606,21 +607,27 @@ class _WriteTransaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if kind is None:
-            try:
-                self._db.execute("COMMIT")
-                return
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+        if kind is not None:
+            self._roll_back()
+            return
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._roll_back()
+            raise
+
+    def _roll_back(self) -> None:
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
 
 
+# try ... except ... pass rather than contextlib.suppress: no contextlib on a hook's path (see
+# _WriteTransaction).
+
+
 def _roll_back_quietly(db: sqlite3.Connection) -> None:
     """Roll back what is open on ``db``, if anything; a failure then is not the one to report."""
-    try:  # (no contextlib on a hook's path: see _WriteTransaction)
+    try:
         if db.in_transaction:
             db.execute("ROLLBACK")
     except sqlite3.Error:
@@ -629,7 +636,7 @@ def _roll_back_quietly(db: sqlite3.Connection) -> None:
 
 def _close_quietly(db: sqlite3.Connection) -> None:
     """Close ``db``, which is being dropped; a failure to close it changes nothing."""
-    try:  # noqa: SIM105 - no contextlib on a hook's path (see _WriteTransaction)
+    try:  # noqa: SIM105 - see above
         db.close()
     except sqlite3.Error:
         pass
