@@ -55,7 +55,7 @@ from _weakrefset import WeakSet  # weakref.WeakSet itself: see _stores
 from collections.abc import Callable
 
 # The sqlite3 package is its C module, _sqlite3, plus the adapters of dates and times, whose import
-# of datetime costs a hook process 6 M instructions, 2 ms of its 35 (benchmarks/hook.py): this
+# of datetime costs a hook process 6 M instructions, 2 ms of 35 to 45 (benchmarks/hook.py): this
 # store keeps no dates, so it takes the C module (the same classes, exceptions and functions).
 try:
     import _sqlite3 as sqlite3
