@@ -30,13 +30,23 @@ pytest_plugins = ["_redis_server"]
 settings.register_profile("dsh", deadline=None)
 settings.load_profile("dsh")
 
-# Variables that change what the brake or the harness does; never inherited from the developer.
-_CONTROLLED = ("DSH_LOOP_BRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_STORE", "DSH_HOME")
+# Variables that change what the brake, the harness, the hook or the hook installer does (where
+# each host's settings live); never inherited from the developer. hooks_support.HOOK_ENV keeps
+# them out of the hook processes the tests start, too.
+_CONTROLLED = (
+    "DSH_LOOP_BRAKE_MAX_REPEATS",
+    "DSH_LOOP_BRAKE_STORE",
+    "DSH_HOME",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+)
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No DSH_* variables from the developer's shell, and ``~`` is a fresh temporary directory."""
+    """No DSH_* or host-home variables from the developer's shell, and ``~`` is a fresh
+    temporary directory."""
     for name in _CONTROLLED:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))

@@ -6,19 +6,12 @@ from pathlib import Path
 
 import pytest
 from hooks_support import (
-    HOOK_ENV,
     denial_of,
     fixture,
     loop_brake_patch,
     run_hooks_at_once,
     write_patch,
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _run_all(host: str, events: list[dict[str, object]], home: Path) -> list[str | None]:

@@ -8,17 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import CANARY, HOOK_ENV, denial_of, failed_open, fixture, run_hook
+from hooks_support import CANARY, denial_of, failed_open, fixture, run_hook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _event(**changes: Any) -> dict[str, Any]:

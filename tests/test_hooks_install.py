@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import HOOK_ENV, REPO_ROOT, denial_of, fixture, hook_env
+from hooks_support import REPO_ROOT, denial_of, fixture, hook_env
 
 from dsh_loop_brake.harness import compose
 
@@ -64,12 +64,6 @@ class Installer:
         return base / SETTINGS[(host, scope)]
 
 
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def installer(tmp_path: Path) -> Installer:
     return Installer(tmp_path)
@@ -113,21 +107,29 @@ def test_the_installed_command_works_from_anywhere_without_the_venv(
     # What the host does: the command string through a shell, its own cwd, a minimal PATH and
     # no virtual environment (nor PYTHONPATH) activated.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(installer.home), "DSH_HOME": str(installer.dsh)}
+    outputs = _three_calls_through_sh(handler["command"], host, elsewhere, env)
+    verdicts = [denial_of(host, done) for done in outputs]
+    assert verdicts[:2] == [None, None] and verdicts[2] is not None
+    assert (installer.dsh / "state" / "brakes.sqlite3").is_file()
+
+
+def _three_calls_through_sh(
+    command: str, host: str, cwd: Path, env: dict[str, str]
+) -> list[subprocess.CompletedProcess[bytes]]:
+    """The same call three times, as the host makes it: the command string through a shell."""
     event = json.dumps(fixture(FIXTURE[host])).encode()
-    verdicts = []
-    for _ in range(3):
-        done = subprocess.run(
-            ["/bin/sh", "-c", handler["command"]],
+    return [
+        subprocess.run(
+            ["/bin/sh", "-c", command],
             input=event,
             capture_output=True,
-            cwd=elsewhere,
+            cwd=cwd,
             env=env,
             timeout=120,
             check=False,
         )
-        verdicts.append(denial_of(host, done))
-    assert verdicts[:2] == [None, None] and verdicts[2] is not None
-    assert (installer.dsh / "state" / "brakes.sqlite3").is_file()
+        for _ in range(3)
+    ]
 
 
 def test_install_keeps_every_other_key_hook_and_the_order(installer: Installer) -> None:
@@ -508,19 +510,7 @@ def test_the_python_m_form_runs_our_hook_not_a_package_in_the_projects_directory
     safe = "-P" if sys.version_info >= (3, 11) else "-I"
     command = shlex.join([sys.executable, safe, "-m", "dsh_loop_brake", "hook", "claude-code"])
     env = hook_env({"DSH_HOME": str(tmp_path / "dsh"), "HOME": str(tmp_path)})
-    event = json.dumps(fixture(FIXTURE["claude-code"])).encode()
-    outputs = [
-        subprocess.run(
-            ["/bin/sh", "-c", command],
-            input=event,
-            capture_output=True,
-            cwd=project,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-        for _ in range(3)
-    ]
+    outputs = _three_calls_through_sh(command, "claude-code", project, env)
     assert [done.returncode for done in outputs] == [0, 0, 0]
     assert outputs[0].stdout == outputs[1].stdout == b""
     assert b'"deny"' in outputs[2].stdout and b"allow" not in outputs[2].stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import HOOK_ENV, REPO_ROOT, denial_of, fixture, hook_env, run_hook
+from hooks_support import REPO_ROOT, denial_of, fixture, hook_env, run_hook
 
 from dsh_loop_brake import call_hash
 
@@ -39,12 +39,6 @@ NOT_ON_THE_HOOK_PATH = {
     "pluggy",
     "ruamel.yaml",
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _imports_of_one_call(event: dict[str, Any], home: Path) -> set[str]:

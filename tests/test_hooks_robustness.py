@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from hooks_support import (
-    HOOK_ENV,
     denial_of,
     failed_open,
     fixture,
@@ -23,12 +22,6 @@ from hooks_support import (
 )
 
 from dsh_loop_brake.hooks._profile import CACHE_FORMAT
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _cache(home: Path) -> Path:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from hooks_support import (
-    HOOK_ENV,
     HOST_FIXTURES,
     denial_of,
     failed_open,
@@ -25,12 +24,6 @@ from dsh_loop_brake import call_hash
 from dsh_loop_brake.harness.profiles import default_home
 
 ALL_FIXTURES = [(host, name) for host, names in HOST_FIXTURES.items() for name in names]
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize(("host", "name"), ALL_FIXTURES)

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from hooks_support import (
     CANARY,
-    HOOK_ENV,
     denial_of,
     failed_open,
     fixture,
@@ -32,12 +31,6 @@ from hooks_support import (
 from dsh_loop_brake import call_hash
 
 BREAKER_ROW = "- insert:\n    - id: circuit-breaker\n      name: dsh-circuit-breaker\n"
-
-
-@pytest.fixture(autouse=True)
-def _no_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in HOOK_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _breaker_patch(config: str, loop: str = "{maxRepeats: 100}") -> str:
